@@ -1,0 +1,94 @@
+"""privopt benchmarks: wall time of the accounting core on this machine.
+
+Run with ``make bench``. Writes a JSON file of results (median of repeated timings) and prints a
+table; BENCHMARKS.md summarises the latest run with the targets beside the numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import statistics
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+
+from privopt import accounting as acc
+
+
+def _time(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
+    samples, value = [], None
+    for _ in range(repeats):
+        start = time.perf_counter()
+        value = fn()
+        samples.append(time.perf_counter() - start)
+    return statistics.median(samples), value
+
+
+def _ledger_one_pass(batches: int) -> acc.PrivacyLedger:
+    ledger = acc.PrivacyLedger("replace-one")
+    rng = np.random.default_rng(0)
+    for t in range(batches):
+        zeta = float(rng.uniform(0.5, 2.0))
+        ledger.record(acc.GaussianEvent(2 * zeta / 64, 2 * zeta * 7.5 / 64), partition=t)
+        ledger.record(acc.GaussianEvent(1.0, 7.5, label="dp-stat"), partition=t)
+    return ledger
+
+
+CASES: dict[str, tuple[Callable[[], object], int, str]] = {
+    "gaussian_epsilon": (lambda: acc.gaussian_epsilon(1.0, 1e-5), 50, "epsilon"),
+    "calibrate_gaussian_sigma": (lambda: acc.calibrate_gaussian_sigma(1.0, 1e-5), 50, "sigma"),
+    "zcdp_epsilon_tight": (lambda: acc.zcdp_epsilon(1.0, 1e-5), 50, "epsilon"),
+    "zcdp_rho_inverse": (lambda: acc.zcdp_rho(8.0, 1e-5), 20, "rho"),
+    "dpsgd_epsilon_rdp": (lambda: acc.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, "rdp"), 5, "epsilon"),
+    "dpsgd_epsilon_pld": (lambda: acc.dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, "pld"), 3, "epsilon"),
+    "calibrate_dpsgd_rdp": (
+        lambda: acc.calibrate_dpsgd_noise(1.0, 1e-5, 0.01, 1000, "rdp"),
+        3,
+        "sigma",
+    ),
+    "calibrate_dpsgd_pld": (
+        lambda: acc.calibrate_dpsgd_noise(1.0, 1e-5, 0.01, 1000, "pld"),
+        1,
+        "sigma",
+    ),
+    "shuffled_gaussian_guarantee": (
+        lambda: acc.shuffled_gaussian_guarantee(15.0, 10**5, 1e-6).epsilon,
+        3,
+        "epsilon",
+    ),
+    "ledger_10k_partitions_report": (
+        lambda: _ledger_one_pass(10_000).report(1e-6).epsilon,
+        3,
+        "epsilon",
+    ),
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"))
+    parser.add_argument("--only", nargs="*", help="run only these cases")
+    args = parser.parse_args()
+    results = {}
+    for name, (fn, repeats, quantity) in CASES.items():
+        if args.only and name not in args.only:
+            continue
+        seconds, value = _time(fn, repeats)
+        results[name] = {"seconds": seconds, "repeats": repeats, quantity: value}
+        print(f"{name:32s} {seconds * 1e3:10.2f} ms   {quantity}={value:.6g}")
+    payload = {
+        "machine": {"platform": platform.platform(), "python": platform.python_version()},
+        "date": time.strftime("%Y-%m-%d"),
+        "results": results,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(payload, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

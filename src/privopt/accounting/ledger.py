@@ -1,0 +1,217 @@
+"""The privacy ledger: every private release of a fit is recorded here, then composed.
+
+Algorithms record one :class:`~privopt.accounting.events.PrivacyEvent` per release (gradient
+noise, private thresholds, output noise, private statistics), tagged with the disjoint data
+partition it touched, if any. The ledger answers epsilon(delta) and rho and produces the
+:class:`~privopt.accounting.report.PrivacyReport` of the fit.
+
+Composition rules
+-----------------
+* **Sequential**: events without a partition touch every record and compose adaptively.
+* **Parallel** (McSherry 2009): events tagged ``partition=p`` touch only the records of part p,
+  and parts are disjoint, so a record's privacy loss is that of the shared events plus the
+  events of its own part. The ledger reports the worst part. One-pass algorithms that use each
+  record in one batch only (DP-AMBSSGD, DP-FTRL-Σ estimation sets) rely on this.
+* **Curve-only events** (shuffling amplification) have no RDP/zCDP form; they are combined with
+  the rest by basic composition: delta is split equally between the accountable part and each
+  curve-only event, and the epsilons add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass
+
+from privopt._validate import check_probability
+from privopt.accounting.accountants import Accountant, get_accountant
+from privopt.accounting.events import (
+    GaussianEvent,
+    Neighbouring,
+    PrivacyEvent,
+    ShuffledGaussianEvent,
+)
+from privopt.accounting.report import PrivacyReport, summarise_events
+
+__all__ = ["LedgerEntry", "PrivacyLedger"]
+
+#: Events that only offer epsilon(delta) from their own theorem.
+_CURVE_ONLY = (ShuffledGaussianEvent,)
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One recorded release: the event and the disjoint partition it touched (None = all)."""
+
+    event: PrivacyEvent
+    partition: Hashable | None = None
+
+
+class PrivacyLedger:
+    """Records the private releases of one fit and composes them.
+
+    Args:
+        neighbouring: the neighbouring relation under which every recorded sensitivity was
+            computed ("add-remove", "replace-one" or "zero-out").
+        assumptions: statements the privacy claim relies on (e.g. "features bounded by R in l2
+            are enforced by clipping"), carried into the report.
+
+    >>> ledger = PrivacyLedger("replace-one")
+    >>> ledger.record(GaussianEvent(sensitivity=1.0, std=1.0, label="mean"))
+    >>> round(ledger.epsilon(1e-5), 6)
+    4.377178
+    """
+
+    def __init__(self, neighbouring: Neighbouring | str, assumptions: Iterable[str] = ()) -> None:
+        self.neighbouring = Neighbouring.parse(neighbouring)
+        self._entries: list[LedgerEntry] = []
+        self._assumptions: list[str] = []
+        for text in assumptions:
+            self.assume(text)
+
+    # -- recording -----------------------------------------------------------------------------
+    def record(self, event: PrivacyEvent, *, partition: Hashable | None = None) -> None:
+        """Record ``event``; ``partition`` names the disjoint part of the data it touched."""
+        if not isinstance(event, PrivacyEvent):
+            raise TypeError(f"Expected a PrivacyEvent, got {type(event).__name__}.")
+        if self.neighbouring not in event.relations:
+            allowed = ", ".join(sorted(r.value for r in event.relations))
+            raise ValueError(
+                f"Event {event.mechanism!r} is analysed under ({allowed}) neighbours, but this "
+                f"ledger uses {self.neighbouring.value!r}."
+            )
+        if partition is not None:
+            hash(partition)  # fail early on unhashable partition labels
+        self._entries.append(LedgerEntry(event, partition))
+
+    def assume(self, text: str) -> None:
+        """Add an assumption the privacy claim relies on (shown in the report)."""
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("Expected a non-empty assumption string.")
+        if text not in self._assumptions:
+            self._assumptions.append(text)
+
+    def extend(self, other: PrivacyLedger) -> None:
+        """Append another ledger's entries and assumptions (same neighbouring relation)."""
+        if other.neighbouring is not self.neighbouring:
+            raise ValueError(
+                f"Cannot merge a {other.neighbouring.value!r} ledger into a "
+                f"{self.neighbouring.value!r} ledger."
+            )
+        for entry in other.entries:
+            self.record(entry.event, partition=entry.partition)
+        for text in other.assumptions:
+            self.assume(text)
+
+    @property
+    def entries(self) -> tuple[LedgerEntry, ...]:
+        return tuple(self._entries)
+
+    @property
+    def assumptions(self) -> tuple[str, ...]:
+        return tuple(self._assumptions)
+
+    @property
+    def events(self) -> tuple[PrivacyEvent, ...]:
+        return tuple(e.event for e in self._entries)
+
+    # -- composition ---------------------------------------------------------------------------
+    def _split(self) -> tuple[list[PrivacyEvent], list[list[PrivacyEvent]]]:
+        shared: list[PrivacyEvent] = []
+        parts: dict[Hashable, list[PrivacyEvent]] = {}
+        for entry in self._entries:
+            if entry.partition is None:
+                shared.append(entry.event)
+            else:
+                parts.setdefault(entry.partition, []).append(entry.event)
+        return shared, list(parts.values())
+
+    @property
+    def num_partitions(self) -> int:
+        return len({e.partition for e in self._entries if e.partition is not None})
+
+    def _gaussian_only(self) -> bool:
+        return all(isinstance(e, GaussianEvent) for e in self.events)
+
+    @property
+    def rho(self) -> float | None:
+        """rho-zCDP of the fit (parallel over partitions), or None if an event has no zCDP form."""
+        if not self._gaussian_only():
+            return None
+        shared, parts = self._split()
+        worst = max((sum(e.rho for e in p) for p in parts), default=0.0)
+        return float(sum(e.rho for e in shared) + worst)
+
+    @property
+    def mu(self) -> float | None:
+        """mu-GDP of the fit (parallel over partitions), or None if an event is not Gaussian."""
+        if not self._gaussian_only():
+            return None
+        shared, parts = self._split()
+        worst = max((sum(e.mu**2 for e in p) for p in parts), default=0.0)
+        return float((sum(e.mu**2 for e in shared) + worst) ** 0.5)
+
+    def resolve_accountant(self, accountant: str | Accountant = "auto") -> Accountant:
+        """The accountant that :meth:`epsilon` uses, validated against the recorded events."""
+        accountable = [e for e in self.events if not isinstance(e, _CURVE_ONLY)]
+        acc = (
+            accountant
+            if isinstance(accountant, Accountant)
+            else get_accountant(accountant, accountable)
+        )
+        acc.check(accountable)
+        return acc
+
+    def epsilon(self, delta: float, accountant: str | Accountant = "auto") -> float:
+        """epsilon at ``delta`` of everything recorded (0 for an empty ledger)."""
+        delta = check_probability("delta", delta)
+        acc = self.resolve_accountant(accountant)
+        shared, parts = self._split()
+        if not any(isinstance(e, _CURVE_ONLY) for e in self.events):
+            return acc.epsilon_parallel(shared, parts, delta)
+        groups = [[*shared, *p] for p in parts] or [shared]
+        return max(_basic_composition(acc, group, delta) for group in groups)
+
+    def report(self, delta: float, accountant: str | Accountant = "auto") -> PrivacyReport:
+        """The privacy report of the fit at ``delta``."""
+        acc = self.resolve_accountant(accountant)
+        epsilon = self.epsilon(delta, acc)
+        parts = self.num_partitions
+        composition = "sequential (adaptive) composition of all events"
+        if parts:
+            composition = (
+                f"parallel composition over {parts} disjoint data partitions, each record "
+                "touched by the shared events and by its own partition's events"
+            )
+        if any(isinstance(e, _CURVE_ONLY) for e in self.events):
+            composition += "; shuffle-amplified events joined by basic composition"
+        assumptions = list(self._assumptions)
+        if parts:
+            assumptions.append(
+                "partitions are disjoint and chosen independently of the data values"
+            )
+        return PrivacyReport(
+            epsilon=epsilon,
+            delta=delta,
+            rho=self.rho,
+            mu=self.mu,
+            accountant=acc.name,
+            accountant_description=acc.description,
+            neighbouring=self.neighbouring.value,
+            neighbouring_description=self.neighbouring.description,
+            composition=composition,
+            num_partitions=parts,
+            events=summarise_events(self._entries),
+            assumptions=tuple(assumptions),
+        )
+
+
+def _basic_composition(acc: Accountant, events: Sequence[PrivacyEvent], delta: float) -> float:
+    """Basic composition of the accountable events and each curve-only event, splitting delta."""
+    curve = [e for e in events if isinstance(e, _CURVE_ONLY)]
+    rest = [e for e in events if not isinstance(e, _CURVE_ONLY)]
+    shares = len(curve) + (1 if rest else 0)
+    share = delta / shares
+    total = sum(e.epsilon(share) for e in curve)
+    if rest:
+        total += acc.epsilon(rest, share)
+    return float(total)

@@ -1,0 +1,108 @@
+"""Poisson-subsampled Gaussian mechanism (DP-SGD) accounted by ``dp_accounting``.
+
+DP-SGD with Poisson sampling at rate q, noise multiplier sigma (noise std / clip norm) and T steps
+is the T-fold composition of the sampled Gaussian mechanism. Its RDP (Mironov et al. 2019) and its
+privacy loss distribution (PLD; Koskela et al. 2020, Doroshenko et al. 2022) are computed by
+Google's maintained ``dp_accounting`` library; privopt does not re-implement them.
+
+The neighbouring relation is add/remove-one (equivalently zero-out, where a record's contribution
+is replaced by zero). Calibration rounds toward more privacy: the returned noise multiplier is
+verified to meet the target under the same accountant.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import dp_accounting
+from dp_accounting import pld, rdp
+
+from privopt._validate import check_count, check_positive, check_probability, check_sample_rate
+from privopt.accounting._search import feasible_boundary
+
+__all__ = [
+    "DEFAULT_PLD_DISCRETIZATION",
+    "SubsampledAccountant",
+    "calibrate_dpsgd_noise",
+    "dpsgd_epsilon",
+    "dpsgd_event",
+    "make_dp_accounting_accountant",
+]
+
+SubsampledAccountant = Literal["pld", "rdp"]
+#: dp_accounting's default PLD value discretisation; its pessimistic estimate is an upper bound.
+DEFAULT_PLD_DISCRETIZATION = 1e-4
+
+
+def make_dp_accounting_accountant(
+    accountant: str, pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
+) -> dp_accounting.PrivacyAccountant:
+    """A fresh add/remove-one ``dp_accounting`` accountant of the named kind ("pld" or "rdp")."""
+    relation = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    if accountant == "pld":
+        return pld.PLDAccountant(
+            neighboring_relation=relation, value_discretization_interval=pld_discretization
+        )
+    if accountant == "rdp":
+        return rdp.RdpAccountant(neighboring_relation=relation)
+    raise ValueError(f"Expected accountant in ('pld', 'rdp'), got {accountant!r}.")
+
+
+def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> dp_accounting.DpEvent:
+    """The ``dp_accounting`` event of T steps of Poisson-sampled Gaussian noise (pure function)."""
+    noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
+    sample_rate = check_sample_rate("sample_rate", sample_rate)
+    steps = check_count("steps", steps)
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.PoissonSampledDpEvent(
+            sample_rate, dp_accounting.GaussianDpEvent(noise_multiplier)
+        ),
+        steps,
+    )
+
+
+def dpsgd_epsilon(
+    noise_multiplier: float,
+    sample_rate: float,
+    steps: int,
+    delta: float,
+    accountant: SubsampledAccountant = "pld",
+) -> float:
+    """epsilon at ``delta`` of DP-SGD (Poisson sampling, add/remove-one neighbours).
+
+    >>> round(dpsgd_epsilon(1.0, 0.01, 1000, 1e-5, accountant="rdp"), 5)
+    2.10137
+    """
+    event = dpsgd_event(noise_multiplier, sample_rate, steps)
+    delta = check_probability("delta", delta)
+    acc = make_dp_accounting_accountant(accountant)
+    acc.compose(event)
+    return float(acc.get_epsilon(delta))
+
+
+def calibrate_dpsgd_noise(
+    epsilon: float,
+    delta: float,
+    sample_rate: float,
+    steps: int,
+    accountant: SubsampledAccountant = "pld",
+    rtol: float = 1e-5,
+) -> float:
+    """Smallest noise multiplier (to ``rtol``) for which DP-SGD is (epsilon, delta)-DP.
+
+    The result is verified under the same accountant, so rounding errs toward more noise.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_probability("delta", delta)
+    sample_rate = check_sample_rate("sample_rate", sample_rate)
+    steps = check_count("steps", steps)
+
+    def excess(sigma: float) -> float:
+        return dpsgd_epsilon(sigma, sample_rate, steps, delta, accountant) - epsilon
+
+    good = 1.0
+    while excess(good) > 0:
+        good *= 2.0
+        if good > 1e6:
+            raise ValueError("No noise multiplier below 1e6 reaches the target epsilon.")
+    return feasible_boundary(excess, good=good, bad=good / 2.0, rtol=rtol)
