@@ -103,6 +103,13 @@ class ShuffleGuarantee:
     shuffle_delta: float
 
 
+def _approximate_dp_blowup(
+    epsilon: float, local_epsilon: float, n: int, local_delta: float
+) -> float:
+    """FMT21 Thm 3.8: the delta added by (eps0, delta0)-DP local randomizers."""
+    return (math.exp(epsilon) + 1.0) * (1.0 + math.exp(-local_epsilon) / 2.0) * n * local_delta
+
+
 def _guarantee_for(
     local_delta: float, noise_multiplier: float, n: int, delta: float
 ) -> ShuffleGuarantee | None:
@@ -116,16 +123,14 @@ def _guarantee_for(
         if shuffle_delta <= 0 or local_epsilon > shuffle_max_local_epsilon(n, shuffle_delta):
             return None
         eps = _closed_form(local_epsilon, n, shuffle_delta)
-        blowup = (math.exp(eps) + 1.0) * (1.0 + math.exp(-local_epsilon) / 2.0) * n * local_delta
-        new_shuffle_delta = delta - blowup
+        new_shuffle_delta = delta - _approximate_dp_blowup(eps, local_epsilon, n, local_delta)
         if abs(new_shuffle_delta - shuffle_delta) <= 1e-9 * delta:
             break
         shuffle_delta = new_shuffle_delta
     if shuffle_delta <= 0 or local_epsilon > shuffle_max_local_epsilon(n, shuffle_delta):
         return None
     eps = _closed_form(local_epsilon, n, shuffle_delta)
-    blowup = (math.exp(eps) + 1.0) * (1.0 + math.exp(-local_epsilon) / 2.0) * n * local_delta
-    total = shuffle_delta + blowup
+    total = shuffle_delta + _approximate_dp_blowup(eps, local_epsilon, n, local_delta)
     if total > delta * (1.0 + 1e-12):
         return None
     return ShuffleGuarantee(eps, total, local_epsilon, local_delta, shuffle_delta)
