@@ -1,0 +1,56 @@
+"""Correlated-noise mechanisms (the DP-FTRL core): streaming generators and their sensitivity.
+
+``noise`` knows nothing of models or accounting. An algorithm picks a mechanism, asks for its
+sensitivity under the record's participation pattern, calibrates the noise std with
+:mod:`privopt.accounting`, and draws per-step noise from ``mechanism.noise_stream(...)``.
+"""
+
+from privopt.noise.base import (
+    ImpulseSource,
+    Mechanism,
+    NoiseSource,
+    NoiseStream,
+    Participation,
+    SeededNoiseSource,
+)
+from privopt.noise.dense import DenseMechanism
+from privopt.noise.sensitivity import SensitivityUpperBoundWarning, brute_force_minsep_squared
+from privopt.noise.toeplitz import (
+    ToeplitzMechanism,
+    anti_pgd,
+    custom,
+    damped_anti_pgd,
+    independent,
+    inverse_coefficients,
+    mean_estimation_optimal,
+    nu_beta,
+    nu_c,
+    nu_dpftrl,
+    optimal_cc,
+)
+from privopt.noise.tree import TreeAggregation, prefix_nodes
+
+__all__ = [
+    "DenseMechanism",
+    "ImpulseSource",
+    "Mechanism",
+    "NoiseSource",
+    "NoiseStream",
+    "Participation",
+    "SeededNoiseSource",
+    "SensitivityUpperBoundWarning",
+    "ToeplitzMechanism",
+    "TreeAggregation",
+    "anti_pgd",
+    "brute_force_minsep_squared",
+    "custom",
+    "damped_anti_pgd",
+    "independent",
+    "inverse_coefficients",
+    "mean_estimation_optimal",
+    "nu_beta",
+    "nu_c",
+    "nu_dpftrl",
+    "optimal_cc",
+    "prefix_nodes",
+]

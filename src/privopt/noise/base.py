@@ -1,0 +1,264 @@
+"""The correlated-noise protocol shared by every mechanism.
+
+A mechanism privatises a stream of T gradient contributions by adding, at step t, the noise ``(B
+w)_t`` where ``w`` stacks independent N(0, std^2 I_d) vectors (one per *noise source*) and B is
+lower-triangular (causal). In the matrix-mechanism view (notes/001.md §2.2) the release is a
+post-processing of the single Gaussian mechanism ``C G + W`` with ``C = B^{-1}``, so privacy is
+set by the sensitivity of C: the largest l2 norm of ``sum_{i in P} C e_i`` over the
+participation patterns P one record can have.
+
+Notation
+========
+
+============  ===================================================================================
+``B``         decoder: T x m, maps the m noise sources to the per-step noise (m = T for square B)
+``C``         encoder: m x T, one column per step; ``B C`` reproduces the workload
+``steps``     T, the number of steps (released noisy values)
+``std``       per-coordinate standard deviation of each noise source w_j
+============  ===================================================================================
+
+Streams draw every noise source from a counter-based generator (Philox keyed by a seed, with the
+source index in the high counter words), so the vector of source j is a pure function of
+(seed, j). This makes the history and seed-regeneration modes bit-identical, makes streams
+checkpointable with a few integers, and lets tests inject unit impulses.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive
+
+__all__ = [
+    "SINGLE",
+    "ImpulseSource",
+    "Mechanism",
+    "NoiseSource",
+    "NoiseStream",
+    "Participation",
+    "SeededNoiseSource",
+]
+
+
+@dataclass(frozen=True)
+class Participation:
+    """How often one record contributes to the stream.
+
+    * ``single``: at most once (one pass); sensitivity is the largest column norm of C.
+    * ``anytime``: once, with an unknown horizon; the limit of the single-participation
+      sensitivity as steps -> infinity (may be infinite).
+    * ``multiple``: at most ``participations`` times, any two at least ``min_sep`` steps apart
+      (multi-epoch training; Choquette-Choo et al. 2023).
+    """
+
+    kind: str = "single"
+    min_sep: int | None = None
+    participations: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.kind not in ("single", "anytime", "multiple"):
+            raise ValueError(
+                f"Expected participation kind in ('single', 'anytime', 'multiple'), "
+                f"got {self.kind!r}."
+            )
+        if self.kind == "multiple":
+            object.__setattr__(self, "min_sep", check_count("min_sep", self.min_sep))
+            object.__setattr__(
+                self, "participations", check_count("participations", self.participations)
+            )
+        elif self.min_sep is not None or self.participations is not None:
+            raise ValueError("min_sep and participations apply only to kind='multiple'.")
+
+    @classmethod
+    def single(cls) -> Participation:
+        return cls("single")
+
+    @classmethod
+    def anytime(cls) -> Participation:
+        return cls("anytime")
+
+    @classmethod
+    def multiple(cls, min_sep: int, participations: int) -> Participation:
+        return cls("multiple", min_sep, participations)
+
+    def check_steps(self, steps: int) -> None:
+        """Refuse patterns that cannot fit in ``steps`` (k participations need (k-1) b < T)."""
+        if self.kind != "multiple":
+            return
+        assert self.min_sep is not None and self.participations is not None
+        if (self.participations - 1) * self.min_sep >= steps:
+            raise ValueError(
+                f"participations={self.participations} with min_sep={self.min_sep} need more "
+                f"than {(self.participations - 1) * self.min_sep} steps, got steps={steps}."
+            )
+
+
+#: The default participation pattern: each record contributes once.
+SINGLE = Participation.single()
+
+
+class NoiseSource(ABC):
+    """Supplies the standard-normal vector of noise source ``index`` (a pure function of it)."""
+
+    @abstractmethod
+    def draw(self, index: tuple[int, int], dim: int) -> np.ndarray: ...
+
+
+class SeededNoiseSource(NoiseSource):
+    """Counter-based source: source ``(a, b)`` is Philox(key=seed, counter=(0, 0, a, b)).
+
+    The low counter words advance while a vector is drawn, the high words name the source, so two
+    sources never overlap (until 2^128 draws per source).
+    """
+
+    def __init__(self, seed: int) -> None:
+        self.seed = int(seed)
+
+    def draw(self, index: tuple[int, int], dim: int) -> np.ndarray:
+        bitgen = np.random.Philox(key=self.seed, counter=[0, 0, index[0], index[1]])
+        return np.random.Generator(bitgen).standard_normal(dim)
+
+
+class ImpulseSource(NoiseSource):
+    """A deterministic source that is 1 for one source index and 0 elsewhere (for tests)."""
+
+    def __init__(self, index: tuple[int, int]) -> None:
+        self.index = index
+
+    def draw(self, index: tuple[int, int], dim: int) -> np.ndarray:
+        return np.full(dim, 1.0 if tuple(index) == tuple(self.index) else 0.0)
+
+
+class NoiseStream(ABC):
+    """Stateful generator of correlated noise: ``next()`` returns the noise of the next step.
+
+    Args:
+        dim: dimension d of each noise vector.
+        std: standard deviation of every noise source.
+        source: where the standard-normal source vectors come from.
+        shape: optional linear map applied to each step's noise (covariance shaping: pass a
+            map z -> Σ^{1/2} z to get N(0, std^2 Σ) sources). Linear, so it commutes with B.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        std: float,
+        source: NoiseSource,
+        shape: Callable[[np.ndarray], np.ndarray] | None = None,
+    ) -> None:
+        self.dim = check_count("dim", dim)
+        self.std = check_positive("std", std)
+        self.source = source
+        self.shape = shape
+        self.step = 0
+
+    @abstractmethod
+    def _combine(self, t: int) -> np.ndarray:
+        """The unscaled noise (B z)_t of step t from standard-normal sources z."""
+
+    def next(self) -> np.ndarray:
+        noise = self._combine(self.step)
+        self.step += 1
+        if self.shape is not None:
+            noise = self.shape(noise)
+        return self.std * noise
+
+    def state(self) -> dict[str, Any]:
+        """A checkpoint: step counter, seed, and any buffers (restore with :meth:`restore`)."""
+        seed = self.source.seed if isinstance(self.source, SeededNoiseSource) else None
+        return {"step": self.step, "seed": seed, **self._buffers()}
+
+    def restore(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state` (same mechanism, dim, std and seed)."""
+        seed = self.source.seed if isinstance(self.source, SeededNoiseSource) else None
+        if state.get("seed") != seed:
+            raise ValueError("Checkpoint was taken with a different noise seed.")
+        self.step = check_count("step", state["step"], minimum=0)
+        self._restore_buffers(state)
+
+    def _buffers(self) -> dict[str, Any]:
+        return {}
+
+    def _restore_buffers(self, state: dict[str, Any]) -> None:
+        return None
+
+
+class Mechanism(ABC):
+    """A correlated-noise mechanism: B and C = B^{-1} described implicitly.
+
+    Subclasses provide the dense matrices for a horizon (for tests and small T), the sensitivity
+    under each participation pattern, and a streaming generator within their memory class.
+    """
+
+    #: short name used in reports and the CLI
+    name: str = "mechanism"
+
+    @abstractmethod
+    def decoder_matrix(self, steps: int) -> np.ndarray:
+        """Dense B for ``steps`` steps (T x m)."""
+
+    @abstractmethod
+    def encoder_matrix(self, steps: int) -> np.ndarray:
+        """Dense C for ``steps`` steps (m x T) with B C equal to the mechanism's workload."""
+
+    @abstractmethod
+    def sensitivity_squared(
+        self, steps: int | None, participation: Participation = SINGLE
+    ) -> float:
+        """Squared l2 sensitivity of C (per unit contribution) under ``participation``."""
+
+    def sensitivity(self, steps: int | None = None, participation: Participation = SINGLE) -> float:
+        """l2 sensitivity of C per unit contribution; may be ``inf`` for anytime use."""
+        return math.sqrt(self.sensitivity_squared(steps, participation))
+
+    @abstractmethod
+    def _make_stream(
+        self,
+        dim: int,
+        std: float,
+        source: NoiseSource,
+        shape: Callable[[np.ndarray], np.ndarray] | None,
+        **options: Any,
+    ) -> NoiseStream: ...
+
+    def noise_stream(
+        self,
+        dim: int,
+        std: float,
+        rng: np.random.Generator | None = None,
+        *,
+        seed: int | None = None,
+        source: NoiseSource | None = None,
+        shape: Callable[[np.ndarray], np.ndarray] | None = None,
+        **options: Any,
+    ) -> NoiseStream:
+        """A streaming generator of this mechanism's noise.
+
+        Exactly one of ``rng`` (the seed is drawn from it), ``seed`` or ``source`` must be given:
+        privopt never draws randomness silently.
+        """
+        given = sum(x is not None for x in (rng, seed, source))
+        if given != 1:
+            raise ValueError("Give exactly one of rng, seed or source to noise_stream.")
+        if source is None:
+            if rng is not None:
+                seed = int(rng.integers(0, 2**63 - 1))
+            source = SeededNoiseSource(int(seed))  # type: ignore[arg-type]
+        return self._make_stream(dim, std, source, shape, **options)
+
+    def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
+        """Objective (3) of notes/001.md normalised by sensitivity: sens^2 * ||A B||_F^2.
+
+        A is the T x T lower-triangular all-ones (prefix-sum) matrix. For the tree mechanism, whose
+        B already releases prefix sums, A B is replaced by B itself (see its override).
+        """
+        b = self.decoder_matrix(steps)
+        ab = np.cumsum(b, axis=0)
+        return float(self.sensitivity_squared(steps, participation) * np.sum(ab**2))

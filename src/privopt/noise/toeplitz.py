@@ -1,0 +1,301 @@
+"""Lower-triangular Toeplitz correlations: nu-DP-FTRL, optimal continual counting, anti-PGD, custom.
+
+With ``B = Toeplitz(beta)`` the noise of step t is ``sum_{k<=t} beta_k w_{t-k}`` (notes/001.md
+Eq. (13)), and ``C = B^{-1}`` is Toeplitz with the coefficients ``c`` of ``1 / beta(x)``. Since the
+top-left block of C is the inverse of the top-left block of B, the largest column norm is column 0:
+``gamma_T^2 = sum_{t<T} c_t^2``, non-decreasing in T (notes/001.md §3.2).
+
+Factories (notes/001.md §2.5):
+
+=========================  ============================================  ==========================
+factory                    beta                                          anytime sensitivity^2
+=========================  ============================================  ==========================
+``nu_dpftrl(nu)``          (-1)^t binom(1/2, t) (1 - nu)^t               (2/pi) K(1 - nu)
+``optimal_cc()``           nu = 0: Taylor coefficients of sqrt(1 - x)    infinite (needs T)
+``mean_estimation(eta)``   nu = eta (optimal for mean estimation)        (2/pi) K(1 - eta)
+``anti_pgd()``             (1, -1)                                       infinite; gamma_T^2 = T
+``damped_anti_pgd(nu)``    (1, -(1 - nu))                                1 / (nu (2 - nu))
+``custom(beta)``           given                                         series, or inf
+=========================  ============================================  ==========================
+
+K(k) is the complete elliptic integral of the first kind with modulus k (scipy: ``ellipk(k**2)``).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+from scipy.linalg import toeplitz
+from scipy.signal import lfilter
+from scipy.special import ellipk
+
+from privopt._validate import check_count, check_finite
+from privopt.noise.base import SINGLE, Mechanism, NoiseSource, NoiseStream, Participation
+from privopt.noise.sensitivity import toeplitz_minsep_squared
+
+__all__ = [
+    "ToeplitzMechanism",
+    "ToeplitzStream",
+    "anti_pgd",
+    "custom",
+    "damped_anti_pgd",
+    "independent",
+    "inverse_coefficients",
+    "mean_estimation_optimal",
+    "nu_beta",
+    "nu_c",
+    "nu_dpftrl",
+    "optimal_cc",
+]
+
+
+def _check_nu(nu: float) -> float:
+    nu = check_finite("nu", nu)
+    if not 0.0 <= nu <= 1.0:
+        raise ValueError(f"Expected nu in [0, 1], got {nu!r}.")
+    return nu
+
+
+def _ratio_recursion(first: float, ratio: Callable[[np.ndarray], np.ndarray], n: int) -> np.ndarray:
+    t = np.arange(1, n, dtype=float)
+    return np.concatenate([[first], first * np.cumprod(ratio(t))])[:n]
+
+
+def nu_beta(nu: float, n: int) -> np.ndarray:
+    """First n coefficients of nu-DP-FTRL's beta: beta_t = beta_{t-1} (t - 3/2)/t (1 - nu)."""
+    nu = _check_nu(nu)
+    n = check_count("n", n)
+    return _ratio_recursion(1.0, lambda t: (t - 1.5) / t * (1.0 - nu), n)
+
+
+def nu_c(nu: float, n: int) -> np.ndarray:
+    """First n coefficients of C for nu-DP-FTRL: c_t = binom(2t, t) 4^-t (1 - nu)^t."""
+    nu = _check_nu(nu)
+    n = check_count("n", n)
+    return _ratio_recursion(1.0, lambda t: (t - 0.5) / t * (1.0 - nu), n)
+
+
+def inverse_coefficients(beta: np.ndarray, n: int) -> np.ndarray:
+    """First n coefficients of 1/beta(x) (the convolution recursion, run by ``lfilter``)."""
+    beta = np.asarray(beta, dtype=float)
+    if beta.ndim != 1 or beta.size == 0 or beta[0] == 0.0:
+        raise ValueError("Expected a 1-D beta with beta_0 != 0 (B must be invertible).")
+    impulse = np.zeros(n)
+    impulse[0] = 1.0
+    return lfilter([1.0], beta, impulse)
+
+
+class ToeplitzMechanism(Mechanism):
+    """Lower-triangular Toeplitz B from coefficients beta (possibly infinite).
+
+    Args:
+        beta_fn: n -> first n coefficients of beta (beta_0 != 0).
+        c_fn: n -> first n coefficients of C = B^{-1}; default: the convolution recursion.
+        support: number of non-zero beta coefficients if finite (None = infinite). Streams keep
+            only ``support`` past vectors in history mode.
+        anytime_squared: closed-form limit of gamma_T^2 (None = computed numerically).
+        name: short name for reports.
+    """
+
+    def __init__(
+        self,
+        beta_fn: Callable[[int], np.ndarray],
+        c_fn: Callable[[int], np.ndarray] | None = None,
+        *,
+        support: int | None = None,
+        anytime_squared: float | None = None,
+        name: str = "toeplitz",
+    ) -> None:
+        self._beta_fn = beta_fn
+        self._c_fn = c_fn or (lambda n: inverse_coefficients(self.beta(support or n), n))
+        self.support = support
+        self._anytime_squared = anytime_squared
+        self.name = name
+        if self.beta(1)[0] == 0.0:
+            raise ValueError("beta_0 must be non-zero (B must be invertible).")
+
+    def beta(self, n: int) -> np.ndarray:
+        """First n coefficients of beta (zeros past a finite support)."""
+        n = check_count("n", n)
+        if self.support is not None and n > self.support:
+            out = np.zeros(n)
+            out[: self.support] = self._beta_fn(self.support)
+            return out
+        return np.asarray(self._beta_fn(n), dtype=float)
+
+    def c(self, n: int) -> np.ndarray:
+        """First n coefficients of C = B^{-1}."""
+        return np.asarray(self._c_fn(check_count("n", n)), dtype=float)
+
+    def decoder_matrix(self, steps: int) -> np.ndarray:
+        b = self.beta(steps)
+        return np.tril(toeplitz(b))
+
+    def encoder_matrix(self, steps: int) -> np.ndarray:
+        return np.tril(toeplitz(self.c(steps)))
+
+    def anytime_sensitivity_squared(self) -> float:
+        """lim_{T -> inf} gamma_T^2 = ||c||_2^2; ``inf`` when C is not square-summable."""
+        if self._anytime_squared is not None:
+            return self._anytime_squared
+        if self.support is None:
+            raise ValueError(
+                f"{self.name}: no closed-form anytime sensitivity for an infinite beta; pass a "
+                "finite number of steps."
+            )
+        # 1/beta(x) is square-summable iff every root of beta(x) lies strictly outside |x| <= 1.
+        coeffs = self.beta(self.support)
+        roots = np.roots(coeffs[::-1]) if self.support > 1 else np.array([])
+        if roots.size and np.min(np.abs(roots)) <= 1.0 + 1e-12:
+            return math.inf
+        n = 1024
+        while True:
+            c = self.c(n)
+            total = float(np.sum(c**2))
+            if c[-1] ** 2 * n < 1e-17 * total:
+                return total
+            n *= 4
+
+    def sensitivity_squared(
+        self, steps: int | None, participation: Participation = SINGLE
+    ) -> float:
+        if participation.kind == "anytime":
+            return self.anytime_sensitivity_squared()
+        if steps is None:
+            raise ValueError(f"{self.name}: steps is required for {participation.kind} use.")
+        steps = check_count("steps", steps)
+        c = self.c(steps)
+        if participation.kind == "single":
+            return float(np.sum(c**2))
+        participation.check_steps(steps)
+        return toeplitz_minsep_squared(
+            c,
+            steps,
+            participation.min_sep,
+            participation.participations,  # type: ignore[arg-type]
+        )
+
+    def _make_stream(self, dim, std, source, shape, mode: str = "history", **options: Any):
+        if options:
+            raise TypeError(f"Unexpected stream options: {sorted(options)}.")
+        return ToeplitzStream(self, dim, std, source, shape, mode=mode)
+
+
+class ToeplitzStream(NoiseStream):
+    """Streaming ``(B z)_t = sum_{k<=t} beta_k z_{t-k}`` in one of two exact modes.
+
+    * ``"history"``: keeps past source vectors (O(t d) memory, O(min(t, support) d) per step).
+    * ``"regenerate"``: keeps nothing; past source vectors are regenerated from the
+      counter-based source (O(d) memory, O(t d) work per step).
+
+    Both accumulate in float64 in the same order (k = 0, 1, ...), so they are bit-identical.
+    """
+
+    def __init__(
+        self,
+        mechanism: ToeplitzMechanism,
+        dim: int,
+        std: float,
+        source: NoiseSource,
+        shape=None,
+        *,
+        mode: str = "history",
+    ) -> None:
+        super().__init__(dim, std, source, shape)
+        if mode not in ("history", "regenerate"):
+            raise ValueError(f"Expected mode in ('history', 'regenerate'), got {mode!r}.")
+        self.mechanism = mechanism
+        self.mode = mode
+        self._window = mechanism.support
+        self._history: list[np.ndarray] = []
+        self._beta = mechanism.beta(64)
+
+    def _coefficients(self, n: int) -> np.ndarray:
+        if self._beta.shape[0] < n:
+            self._beta = self.mechanism.beta(max(n, 2 * self._beta.shape[0]))
+        return self._beta[:n]
+
+    def _combine(self, t: int) -> np.ndarray:
+        depth = t + 1 if self._window is None else min(t + 1, self._window)
+        beta = self._coefficients(depth)
+        if self.mode == "history":
+            self._history.append(self.source.draw((0, t), self.dim))
+            if self._window is not None and len(self._history) > self._window:
+                self._history.pop(0)
+            past = lambda k: self._history[-1 - k]  # noqa: E731
+        else:
+            past = lambda k: self.source.draw((0, t - k), self.dim)  # noqa: E731
+        out = np.zeros(self.dim)
+        for k in range(depth):
+            if beta[k] != 0.0:
+                out += beta[k] * past(k)
+        return out
+
+    def _buffers(self) -> dict[str, Any]:
+        if self.mode == "history":
+            return {"history": [h.copy() for h in self._history]}
+        return {}
+
+    def _restore_buffers(self, state: dict[str, Any]) -> None:
+        if self.mode == "history":
+            self._history = [np.asarray(h, dtype=float).copy() for h in state["history"]]
+
+
+def nu_dpftrl(nu: float) -> ToeplitzMechanism:
+    """nu-DP-FTRL (seed 001, Eq. (7)); nu = 1 is DP-SGD, nu = 0 is optimal continual counting."""
+    nu = _check_nu(nu)
+    anytime = math.inf if nu == 0.0 else 2.0 / math.pi * float(ellipk((1.0 - nu) ** 2))
+    return ToeplitzMechanism(
+        lambda n: nu_beta(nu, n),
+        lambda n: nu_c(nu, n),
+        support=1 if nu == 1.0 else None,
+        anytime_squared=anytime,
+        name=f"nu-dpftrl(nu={nu:g})",
+    )
+
+
+def optimal_cc() -> ToeplitzMechanism:
+    """Optimal continual counting (Fichtenberger et al. 2023): nu = 0; needs a finite horizon."""
+    mech = nu_dpftrl(0.0)
+    mech.name = "optimal-cc"
+    return mech
+
+
+def mean_estimation_optimal(eta: float) -> ToeplitzMechanism:
+    """beta* of seed 001 Thm 2.1 for mean estimation at learning rate eta (nu-DP-FTRL, nu = eta)."""
+    mech = nu_dpftrl(eta)
+    mech.name = f"mean-estimation-optimal(eta={eta:g})"
+    return mech
+
+
+def custom(beta: np.ndarray | list[float], name: str = "custom") -> ToeplitzMechanism:
+    """Toeplitz B from a finite coefficient vector beta (beta_0 != 0), inverted by recursion."""
+    coeffs = np.asarray(beta, dtype=float)
+    if coeffs.ndim != 1 or coeffs.size == 0:
+        raise ValueError("Expected a non-empty 1-D beta.")
+    if not np.all(np.isfinite(coeffs)):
+        raise ValueError("Expected finite beta coefficients.")
+    if coeffs[0] == 0.0:
+        raise ValueError("beta_0 must be non-zero (B must be invertible).")
+    nonzero = np.flatnonzero(coeffs)
+    coeffs = coeffs[: nonzero[-1] + 1]
+    return ToeplitzMechanism(lambda n: coeffs[:n].copy(), support=coeffs.size, name=name)
+
+
+def anti_pgd() -> ToeplitzMechanism:
+    """Anti-PGD (Orvieto et al. 2022): beta = (1, -1), so C = A and gamma_T^2 = T."""
+    return custom([1.0, -1.0], name="anti-pgd")
+
+
+def damped_anti_pgd(nu: float) -> ToeplitzMechanism:
+    """Damped anti-PGD: beta = (1, -(1 - nu)), c_t = (1 - nu)^t, anytime 1/(nu (2 - nu))."""
+    nu = _check_nu(nu)
+    return custom([1.0, -(1.0 - nu)], name=f"damped-anti-pgd(nu={nu:g})")
+
+
+def independent() -> ToeplitzMechanism:
+    """Independent noise (DP-SGD): B = C = I, sensitivity 1 per participation, O(d) state."""
+    return custom([1.0], name="independent")
