@@ -193,3 +193,87 @@ def test_console_script_entry_point():
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["mu"] == 0.5
+
+
+@pytest.mark.parametrize(
+    ("argv", "key", "value"),
+    [
+        (
+            ["noise", "sensitivity", "--mechanism", "nu-dpftrl", "--nu", "0.01", "--anytime"],
+            "sensitivity_squared",
+            2.1368782611,
+        ),
+        (
+            ["noise", "sensitivity", "--mechanism", "optimal-cc", "--steps", "1024"],
+            "sensitivity_squared",
+            3.2725541503,
+        ),
+        (
+            ["noise", "sensitivity", "--mechanism", "tree", "--steps", "1024"],
+            "sensitivity_squared",
+            11.0,
+        ),
+        (
+            ["noise", "sensitivity", "--mechanism", "anti-pgd", "--steps", "37"],
+            "sensitivity_squared",
+            37.0,
+        ),
+        (
+            [
+                "noise",
+                "sensitivity",
+                "--mechanism",
+                "nu-dpftrl",
+                "--nu",
+                "0.05",
+                "--steps",
+                "200",
+                "--min-sep",
+                "20",
+                "--participations",
+                "10",
+            ],
+            "sensitivity_squared",
+            19.6000,
+        ),
+        (
+            ["noise", "sensitivity", "--mechanism", "independent", "--steps", "10"],
+            "sensitivity",
+            1.0,
+        ),
+        (
+            ["noise", "tune-nu", "--steps", "2000", "--min-sep", "100", "--participations", "20"],
+            "loss",
+            993938.4,
+        ),
+    ],
+)
+def test_noise_json_outputs(capsys, argv, key, value):
+    code, out, err = run(capsys, *argv, "--json")
+    assert code == 0, err
+    assert json.loads(out)[key] == pytest.approx(value, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("argv", "needle"),
+    [
+        (["noise", "sensitivity", "--mechanism", "optimal-cc", "--anytime"], "infinite"),
+        (["noise", "sensitivity", "--mechanism", "nu-dpftrl", "--steps", "10"], "--nu"),
+        (["noise", "sensitivity", "--mechanism", "nu-dpftrl", "--nu", "1.5", "--steps", "9"], "nu"),
+        (["noise", "sensitivity", "--mechanism", "foo", "--steps", "10"], "--mechanism"),
+        (["noise", "sensitivity", "--mechanism", "tree"], "--steps"),
+        (
+            ["noise", "sensitivity", "--mechanism", "tree", "--steps", "10", "--min-sep", "3"],
+            "--participations",
+        ),
+        (
+            ["noise", "tune-nu", "--steps", "100", "--min-sep", "50", "--participations", "5"],
+            "steps",
+        ),
+    ],
+)
+def test_noise_bad_arguments(capsys, argv, needle):
+    code, _out, err = run(capsys, *argv)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[0], err

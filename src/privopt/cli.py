@@ -17,6 +17,7 @@ from rich.table import Table
 from typer.exceptions import Abort, TyperException
 
 from privopt import accounting as acc
+from privopt import noise
 
 app = typer.Typer(
     name="privopt",
@@ -30,6 +31,10 @@ account_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(account_app, name="account")
+noise_app = typer.Typer(
+    help="Correlated-noise mechanisms: sensitivity and tuning.", no_args_is_help=True
+)
+app.add_typer(noise_app, name="noise")
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 Delta = Annotated[float, typer.Option("--delta", help="Target delta, in (0, 1).")]
@@ -200,6 +205,84 @@ def account_shuffle(
         "local_delta": g.local_delta,
     }
     _emit("Amplification by shuffling (FMT21)", result, as_json)
+
+
+MECHANISMS = {
+    "independent": lambda nu: noise.independent(),
+    "nu-dpftrl": lambda nu: noise.nu_dpftrl(_require_nu(nu)),
+    "optimal-cc": lambda nu: noise.optimal_cc(),
+    "anti-pgd": lambda nu: noise.anti_pgd(),
+    "damped-anti-pgd": lambda nu: noise.damped_anti_pgd(_require_nu(nu)),
+    "tree": lambda nu: noise.TreeAggregation(),
+}
+
+
+def _require_nu(nu: float | None) -> float:
+    if nu is None:
+        raise ValueError("--nu is required for this mechanism.")
+    return nu
+
+
+def _participation(min_sep: int | None, participations: int | None) -> noise.Participation:
+    if (min_sep is None) != (participations is None):
+        raise ValueError("Give both --min-sep and --participations, or neither.")
+    if min_sep is None:
+        return noise.Participation.single()
+    return noise.Participation.multiple(min_sep, participations)  # type: ignore[arg-type]
+
+
+MinSep = Annotated[int | None, typer.Option("--min-sep", help="Min steps between participations.")]
+Participations = Annotated[
+    int | None, typer.Option("--participations", help="Max participations per record.")
+]
+
+
+@noise_app.command("sensitivity")
+def noise_sensitivity(
+    mechanism: Annotated[str, typer.Option("--mechanism", help=", ".join(MECHANISMS))],
+    steps: Annotated[int | None, typer.Option("--steps", help="Horizon T.")] = None,
+    nu: Annotated[float | None, typer.Option("--nu", help="nu in [0, 1].")] = None,
+    min_sep: MinSep = None,
+    participations: Participations = None,
+    anytime: Annotated[bool, typer.Option("--anytime", help="Limit as T -> infinity.")] = False,
+    as_json: JsonFlag = False,
+) -> None:
+    """l2 sensitivity of a mechanism's C = B^{-1} (single, anytime or min-separation)."""
+    if mechanism not in MECHANISMS:
+        raise ValueError(f"Expected --mechanism in ({', '.join(MECHANISMS)}), got {mechanism!r}.")
+    mech = MECHANISMS[mechanism](nu)
+    if anytime:
+        if min_sep is not None or participations is not None:
+            raise ValueError("--anytime applies to single participation only.")
+        pattern = noise.Participation.anytime()
+    else:
+        if steps is None:
+            raise ValueError("--steps is required unless --anytime is given.")
+        pattern = _participation(min_sep, participations)
+    squared = mech.sensitivity_squared(steps, pattern)
+    result = {
+        "sensitivity": squared**0.5,
+        "sensitivity_squared": squared,
+        "mechanism": mech.name,
+        "steps": steps,
+        "participation": pattern.kind,
+    }
+    _emit("Mechanism sensitivity", result, as_json)
+
+
+@noise_app.command("tune-nu")
+def noise_tune_nu(
+    steps: Annotated[int, typer.Option("--steps", help="Horizon T.")],
+    min_sep: MinSep = None,
+    participations: Participations = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """nu minimising nu-DP-FTRL's normalised prefix-sum error (data-independent)."""
+    choice = noise.tune_nu(steps, min_sep, participations)
+    result = {"nu": choice.nu, "loss": choice.loss, "steps": steps}
+    if min_sep is not None:
+        result.update(min_sep=min_sep, participations=participations)
+    _emit("nu tuning", result, as_json)
 
 
 @app.command("demo")

@@ -67,7 +67,9 @@ def test_anytime_sensitivity_closed_form(nu, expected):
 def test_optimal_cc_golden_and_needs_horizon():
     assert optimal_cc().sensitivity_squared(1024) == pytest.approx(3.2725541503, abs=1e-9)
     assert optimal_cc().sensitivity_squared(10**6) == pytest.approx(5.46389, abs=1e-5)
-    assert optimal_cc().sensitivity_squared(None, ANYTIME) == math.inf
+    assert optimal_cc().anytime_sensitivity_squared() == math.inf
+    with pytest.raises(ValueError, match="infinite anytime sensitivity"):
+        optimal_cc().sensitivity_squared(None, ANYTIME)
     with pytest.raises(ValueError, match="steps"):
         optimal_cc().sensitivity_squared(None)
 
@@ -99,7 +101,9 @@ def test_minsep_equals_brute_force(nu):
 def test_anti_pgd_and_damped():
     for t in (1, 7, 50):
         assert anti_pgd().sensitivity_squared(t) == pytest.approx(t)
-    assert anti_pgd().sensitivity_squared(None, ANYTIME) == math.inf
+    assert anti_pgd().anytime_sensitivity_squared() == math.inf
+    with pytest.raises(ValueError, match="infinite anytime"):
+        anti_pgd().sensitivity(None, ANYTIME)
     for nu in (0.05, 0.2, 0.7):
         expected = 1 / (nu * (2 - nu))
         assert damped_anti_pgd(nu).sensitivity_squared(None, ANYTIME) == pytest.approx(expected)
@@ -147,7 +151,9 @@ def test_tree_matrices_and_sensitivity():
         np.testing.assert_array_equal(b.sum(axis=1), [bin(t + 1).count("1") for t in range(steps)])
         assert tree.sensitivity_squared(steps) == np.max(np.sum(c**2, axis=0))
     assert tree.sensitivity_squared(1024) == 11
-    assert tree.sensitivity_squared(None, ANYTIME) == math.inf
+    assert tree.anytime_sensitivity_squared() == math.inf
+    with pytest.raises(ValueError, match="infinite anytime"):
+        tree.sensitivity_squared(None, ANYTIME)
     c = tree.encoder_matrix(16)
     with pytest.warns(SensitivityUpperBoundWarning):
         bound = tree.sensitivity_squared(16, Participation.multiple(4, 3))

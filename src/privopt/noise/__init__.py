@@ -29,6 +29,7 @@ from privopt.noise.toeplitz import (
     optimal_cc,
 )
 from privopt.noise.tree import TreeAggregation, prefix_nodes
+from privopt.noise.tuning import NuChoice, tune_nu
 
 __all__ = [
     "DenseMechanism",
@@ -36,6 +37,7 @@ __all__ = [
     "Mechanism",
     "NoiseSource",
     "NoiseStream",
+    "NuChoice",
     "Participation",
     "SeededNoiseSource",
     "SensitivityUpperBoundWarning",
@@ -53,4 +55,5 @@ __all__ = [
     "nu_dpftrl",
     "optimal_cc",
     "prefix_nodes",
+    "tune_nu",
 ]

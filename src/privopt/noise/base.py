@@ -209,10 +209,35 @@ class Mechanism(ABC):
         """Dense C for ``steps`` steps (m x T) with B C equal to the mechanism's workload."""
 
     @abstractmethod
+    def anytime_sensitivity_squared(self) -> float:
+        """lim_{T -> inf} of the single-participation sensitivity^2 (``inf`` if unbounded)."""
+
+    @abstractmethod
+    def _horizon_sensitivity_squared(self, steps: int, participation: Participation) -> float:
+        """Sensitivity^2 for a finite horizon (single or multiple participation)."""
+
     def sensitivity_squared(
         self, steps: int | None, participation: Participation = SINGLE
     ) -> float:
-        """Squared l2 sensitivity of C (per unit contribution) under ``participation``."""
+        """Squared l2 sensitivity of C (per unit contribution) under ``participation``.
+
+        Raises ``ValueError`` for anytime use of a mechanism whose anytime sensitivity is
+        infinite (its noise cannot be calibrated without a horizon), and when a finite-horizon
+        pattern is asked for without ``steps``.
+        """
+        if participation.kind == "anytime":
+            value = self.anytime_sensitivity_squared()
+            if math.isinf(value):
+                raise ValueError(
+                    f"{self.name} has infinite anytime sensitivity: it cannot be used without a "
+                    "known horizon; give a finite number of steps."
+                )
+            return value
+        if steps is None:
+            raise ValueError(f"{self.name}: steps is required for {participation.kind} use.")
+        steps = check_count("steps", steps)
+        participation.check_steps(steps)
+        return self._horizon_sensitivity_squared(steps, participation)
 
     def sensitivity(self, steps: int | None = None, participation: Participation = SINGLE) -> float:
         """l2 sensitivity of C per unit contribution; may be ``inf`` for anytime use."""

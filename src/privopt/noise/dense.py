@@ -8,7 +8,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from privopt._validate import check_count
-from privopt.noise.base import SINGLE, Mechanism, NoiseSource, NoiseStream, Participation
+from privopt.noise.base import Mechanism, NoiseSource, NoiseStream, Participation
 from privopt.noise.sensitivity import dense_minsep_upper_bound_squared
 
 __all__ = ["DenseMechanism"]
@@ -51,18 +51,16 @@ class DenseMechanism(Mechanism):
         steps = self._check(steps)
         return self._c[:steps, :steps].copy()
 
-    def sensitivity_squared(
-        self, steps: int | None, participation: Participation = SINGLE
-    ) -> float:
-        if participation.kind == "anytime" or steps is None:
-            raise ValueError("A dense B has a finite horizon: anytime use is undefined.")
+    def anytime_sensitivity_squared(self) -> float:
+        raise ValueError("A dense B has a finite horizon: anytime use is undefined.")
+
+    def _horizon_sensitivity_squared(self, steps: int, participation: Participation) -> float:
         c = self.encoder_matrix(steps)
         if participation.kind == "single":
             return float(np.max(np.sum(c**2, axis=0)))
-        participation.check_steps(steps)
         return dense_minsep_upper_bound_squared(
             c,
-            participation.min_sep,
+            participation.min_sep,  # type: ignore[arg-type]
             participation.participations,  # type: ignore[arg-type]
         )
 

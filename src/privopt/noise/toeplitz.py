@@ -159,24 +159,24 @@ class ToeplitzMechanism(Mechanism):
                 return total
             n *= 4
 
-    def sensitivity_squared(
-        self, steps: int | None, participation: Participation = SINGLE
-    ) -> float:
-        if participation.kind == "anytime":
-            return self.anytime_sensitivity_squared()
-        if steps is None:
-            raise ValueError(f"{self.name}: steps is required for {participation.kind} use.")
-        steps = check_count("steps", steps)
+    def _horizon_sensitivity_squared(self, steps: int, participation: Participation) -> float:
         c = self.c(steps)
         if participation.kind == "single":
             return float(np.sum(c**2))
-        participation.check_steps(steps)
         return toeplitz_minsep_squared(
             c,
             steps,
             participation.min_sep,
             participation.participations,  # type: ignore[arg-type]
         )
+
+    def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
+        """sens^2 ||A B||_F^2 in O(T): A B is Toeplitz with coefficients cumsum(beta), so
+        ||A B||_F^2 = sum_m (T - m) (cumsum beta)_m^2 (notes/001.md §2.2)."""
+        steps = check_count("steps", steps)
+        tilde_b = np.cumsum(self.beta(steps))
+        frobenius = float(np.sum((steps - np.arange(steps)) * tilde_b**2))
+        return self.sensitivity_squared(steps, participation) * frobenius
 
     def _make_stream(self, dim, std, source, shape, mode: str = "history", **options: Any):
         if options:

@@ -59,20 +59,15 @@ class TreeAggregation(Mechanism):
             c[i, j << k : (j + 1) << k] = 1.0
         return c
 
-    def sensitivity_squared(
-        self, steps: int | None, participation: Participation = SINGLE
-    ) -> float:
-        if participation.kind == "anytime":
-            return math.inf  # the number of levels grows without bound
-        if steps is None:
-            raise ValueError("tree: steps is required for single or multiple participation.")
-        steps = check_count("steps", steps)
+    def anytime_sensitivity_squared(self) -> float:
+        return math.inf  # the number of levels grows without bound
+
+    def _horizon_sensitivity_squared(self, steps: int, participation: Participation) -> float:
         if participation.kind == "single":
             return float(steps.bit_length())  # floor(log2 T) + 1 levels contain step 0
-        participation.check_steps(steps)
         return dense_minsep_upper_bound_squared(
             self.encoder_matrix(steps),
-            participation.min_sep,
+            participation.min_sep,  # type: ignore[arg-type]
             participation.participations,  # type: ignore[arg-type]
         )
 
