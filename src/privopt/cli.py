@@ -214,6 +214,7 @@ MECHANISMS = {
     "anti-pgd": lambda nu: noise.anti_pgd(),
     "damped-anti-pgd": lambda nu: noise.damped_anti_pgd(_require_nu(nu)),
     "tree": lambda nu: noise.TreeAggregation(),
+    "tree-honaker": lambda nu: noise.TreeAggregation(variance_reduction=True),
 }
 
 

@@ -6,7 +6,10 @@ from scipy import stats
 
 from privopt.noise import (
     DenseMechanism,
+    DiagonalCovariance,
+    IdentityCovariance,
     ImpulseSource,
+    Restarted,
     SeededNoiseSource,
     TreeAggregation,
     anti_pgd,
@@ -16,7 +19,6 @@ from privopt.noise import (
     nu_dpftrl,
     optimal_cc,
 )
-from privopt.noise.tree import _complete_nodes
 
 STEPS = 12
 TOEPLITZ = {
@@ -29,29 +31,28 @@ TOEPLITZ = {
 }
 
 
-def _sources(mechanism, steps):
-    if isinstance(mechanism, TreeAggregation):
-        return [(k + 1, j) for k, j in _complete_nodes(steps)]
-    return [(0, tau) for tau in range(steps)]
-
-
 def _all_mechanisms():
     out = {name: make() for name, make in TOEPLITZ.items()}
     out["tree"] = TreeAggregation()
+    out["tree-honaker"] = TreeAggregation(variance_reduction=True)
     out["dense"] = DenseMechanism(nu_dpftrl(0.3).decoder_matrix(STEPS))
+    out["restarted-nu"] = Restarted(nu_dpftrl(0.1), block=5)
+    out["restarted-tree"] = Restarted(TreeAggregation(), block=4)
     return out
 
 
-CASES = [(n, m) for n in TOEPLITZ for m in ("history", "regenerate")]
-CASES += [("tree", None), ("dense", None)]  # single-mode generators
+CASES = [(n, m) for n in [*TOEPLITZ, "restarted-nu"] for m in ("history", "regenerate")]
+CASES += [("tree", None), ("tree-honaker", None), ("dense", None), ("restarted-tree", None)]
 
 
 @pytest.mark.parametrize(("name", "mode"), CASES)
 def test_impulse_response_reproduces_columns_of_b(name, mode):
     mechanism = _all_mechanisms()[name]
-    options = {"mode": mode} if name in TOEPLITZ else {}
+    options = {"mode": mode} if mode else {}
     b = mechanism.decoder_matrix(STEPS)
-    for column, index in enumerate(_sources(mechanism, STEPS)):
+    indices = mechanism.source_indices(STEPS)
+    assert len(indices) == b.shape[1] == len(set(indices))
+    for column, index in enumerate(indices):
         stream = mechanism.noise_stream(1, 1.0, source=ImpulseSource(index), **options)
         response = np.array([stream.next()[0] for _ in range(STEPS)])
         np.testing.assert_allclose(response, b[:, column], atol=1e-12, rtol=0)
@@ -66,7 +67,7 @@ def test_history_and_regeneration_are_bit_identical(name):
         np.testing.assert_array_equal(a.next(), b.next())
 
 
-@pytest.mark.parametrize("name", [*TOEPLITZ, "tree", "dense"])
+@pytest.mark.parametrize("name", list(_all_mechanisms()))
 def test_checkpoint_resumes_exactly(name):
     mechanism = _all_mechanisms()[name]
     stream = mechanism.noise_stream(8, 1.5, seed=3)
@@ -83,7 +84,7 @@ def test_checkpoint_resumes_exactly(name):
         other.restore(state)
 
 
-@pytest.mark.parametrize("name", ["nu-dpftrl", "anti-pgd", "tree"])
+@pytest.mark.parametrize("name", ["nu-dpftrl", "anti-pgd", "tree", "tree-honaker", "restarted-nu"])
 def test_noise_law_covariance_and_ks(name):
     """Coordinates are i.i.d. copies of the T-vector (B w)_t, so N coordinates give N samples.
 
@@ -111,7 +112,44 @@ def test_tree_prefix_variance_is_popcount():
     stream = TreeAggregation().noise_stream(20_000, 1.0, seed=5)
     variances = [np.var(stream.next()) for _ in range(16)]
     expected = [bin(t + 1).count("1") for t in range(16)]
+    assert expected == [TreeAggregation().prefix_variance(t) for t in range(16)]
     np.testing.assert_allclose(variances, expected, rtol=0.06)  # 6 s.e. at n = 20,000
+
+
+def test_variance_reduced_tree_is_unbiased_and_never_worse():
+    plain, honaker = TreeAggregation(), TreeAggregation(variance_reduction=True)
+    steps = 64
+    b, c = honaker.decoder_matrix(steps), honaker.encoder_matrix(steps)
+    np.testing.assert_allclose(b @ c, np.tril(np.ones((steps, steps))), atol=1e-12)
+    np.testing.assert_allclose(np.diag(b @ b.T), [honaker.prefix_variance(t) for t in range(steps)])
+    assert all(honaker.prefix_variance(t) <= plain.prefix_variance(t) for t in range(steps))
+    assert honaker.prefix_variance(1) == pytest.approx(2 / 3)  # (1 + 1/2)^-1
+    assert honaker.sensitivity_squared(steps) == plain.sensitivity_squared(steps)
+    assert honaker.prefix_sum_error(steps) < plain.prefix_sum_error(steps)
+
+
+@pytest.mark.parametrize("name", ["nu-dpftrl", "tree"])
+def test_covariance_shaping_law(name):
+    """Sources are N(0, std^2 Σ): per step, Cov across coordinates scales by Σ's diagonal."""
+    mechanism = _all_mechanisms()[name]
+    variances = np.array([0.25, 1.0, 4.0])
+    reps, std, steps = 30_000, 1.3, 6
+    stream = mechanism.noise_stream(
+        3 * reps, std, seed=9, covariance=DiagonalCovariance(np.tile(variances, reps))
+    )
+    samples = np.array([stream.next() for _ in range(steps)]).reshape(steps, reps, 3)
+    b = mechanism.decoder_matrix(steps)
+    for coord, var in enumerate(variances):
+        x = samples[:, :, coord]
+        expected = std**2 * var * b @ b.T
+        empirical = x @ x.T / reps
+        se = np.sqrt((np.outer(np.diag(expected), np.diag(expected)) + expected**2) / reps)
+        assert np.all(np.abs(empirical - expected) <= 5 * se)
+    identity = mechanism.noise_stream(3, std, seed=9, covariance=IdentityCovariance(3))
+    plain = mechanism.noise_stream(3, std, seed=9)
+    np.testing.assert_array_equal(identity.next(), plain.next())
+    with pytest.raises(ValueError, match="dimension"):
+        mechanism.noise_stream(4, std, seed=9, covariance=IdentityCovariance(3))
 
 
 @pytest.mark.parametrize("name", list(TOEPLITZ))

@@ -13,7 +13,9 @@ from privopt.noise.base import (
     Participation,
     SeededNoiseSource,
 )
+from privopt.noise.covariance import CovarianceOperator, DiagonalCovariance, IdentityCovariance
 from privopt.noise.dense import DenseMechanism
+from privopt.noise.restarts import Restarted
 from privopt.noise.sensitivity import SensitivityUpperBoundWarning, brute_force_minsep_squared
 from privopt.noise.toeplitz import (
     ToeplitzMechanism,
@@ -28,17 +30,21 @@ from privopt.noise.toeplitz import (
     nu_dpftrl,
     optimal_cc,
 )
-from privopt.noise.tree import TreeAggregation, prefix_nodes
+from privopt.noise.tree import TreeAggregation, honaker_weights, prefix_nodes
 from privopt.noise.tuning import NuChoice, tune_nu
 
 __all__ = [
+    "CovarianceOperator",
     "DenseMechanism",
+    "DiagonalCovariance",
+    "IdentityCovariance",
     "ImpulseSource",
     "Mechanism",
     "NoiseSource",
     "NoiseStream",
     "NuChoice",
     "Participation",
+    "Restarted",
     "SeededNoiseSource",
     "SensitivityUpperBoundWarning",
     "ToeplitzMechanism",
@@ -47,6 +53,7 @@ __all__ = [
     "brute_force_minsep_squared",
     "custom",
     "damped_anti_pgd",
+    "honaker_weights",
     "independent",
     "inverse_coefficients",
     "mean_estimation_optimal",

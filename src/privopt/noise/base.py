@@ -27,13 +27,14 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+from scipy.linalg.blas import daxpy as _axpy
 
 from privopt._validate import check_count, check_positive
+from privopt.noise.covariance import CovarianceOperator
 
 __all__ = [
     "SINGLE",
@@ -43,6 +44,7 @@ __all__ = [
     "NoiseStream",
     "Participation",
     "SeededNoiseSource",
+    "accumulate",
 ]
 
 
@@ -135,6 +137,19 @@ class ImpulseSource(NoiseSource):
         return np.full(dim, 1.0 if tuple(index) == tuple(self.index) else 0.0)
 
 
+def accumulate(terms, dim: int) -> np.ndarray:
+    """sum_k a_k v_k in float64, in the given order, skipping zero coefficients.
+
+    Every stream combines its sources through this one function (an in-place BLAS axpy per
+    term), so two modes that visit the same terms in the same order are bit-identical.
+    """
+    out = np.zeros(dim)
+    for coefficient, vector in terms:
+        if coefficient != 0.0:
+            out = _axpy(vector, out, a=coefficient)
+    return out
+
+
 class NoiseStream(ABC):
     """Stateful generator of correlated noise: ``next()`` returns the noise of the next step.
 
@@ -142,8 +157,8 @@ class NoiseStream(ABC):
         dim: dimension d of each noise vector.
         std: standard deviation of every noise source.
         source: where the standard-normal source vectors come from.
-        shape: optional linear map applied to each step's noise (covariance shaping: pass a
-            map z -> Σ^{1/2} z to get N(0, std^2 Σ) sources). Linear, so it commutes with B.
+        covariance: optional Σ operator: every source becomes N(0, std^2 Σ). Σ^{1/2} is applied
+            to each step's combined vector; it is linear and per step, so it commutes with B.
     """
 
     def __init__(
@@ -151,12 +166,14 @@ class NoiseStream(ABC):
         dim: int,
         std: float,
         source: NoiseSource,
-        shape: Callable[[np.ndarray], np.ndarray] | None = None,
+        covariance: CovarianceOperator | None = None,
     ) -> None:
         self.dim = check_count("dim", dim)
         self.std = check_positive("std", std)
+        if covariance is not None and covariance.dim != self.dim:
+            raise ValueError(f"covariance has dimension {covariance.dim}, expected dim={self.dim}.")
         self.source = source
-        self.shape = shape
+        self.covariance = covariance
         self.step = 0
 
     @abstractmethod
@@ -166,8 +183,8 @@ class NoiseStream(ABC):
     def next(self) -> np.ndarray:
         noise = self._combine(self.step)
         self.step += 1
-        if self.shape is not None:
-            noise = self.shape(noise)
+        if self.covariance is not None:
+            noise = self.covariance.sqrt_apply(noise)
         return self.std * noise
 
     def state(self) -> dict[str, Any]:
@@ -244,12 +261,16 @@ class Mechanism(ABC):
         return math.sqrt(self.sensitivity_squared(steps, participation))
 
     @abstractmethod
+    def source_indices(self, steps: int) -> list[tuple[int, int]]:
+        """The noise-source index of each column of ``decoder_matrix(steps)``, in order."""
+
+    @abstractmethod
     def _make_stream(
         self,
         dim: int,
         std: float,
         source: NoiseSource,
-        shape: Callable[[np.ndarray], np.ndarray] | None,
+        covariance: CovarianceOperator | None,
         **options: Any,
     ) -> NoiseStream: ...
 
@@ -261,13 +282,14 @@ class Mechanism(ABC):
         *,
         seed: int | None = None,
         source: NoiseSource | None = None,
-        shape: Callable[[np.ndarray], np.ndarray] | None = None,
+        covariance: CovarianceOperator | None = None,
         **options: Any,
     ) -> NoiseStream:
         """A streaming generator of this mechanism's noise.
 
         Exactly one of ``rng`` (the seed is drawn from it), ``seed`` or ``source`` must be given:
-        privopt never draws randomness silently.
+        privopt never draws randomness silently. ``covariance`` shapes every source as
+        N(0, std^2 Σ); ``options`` are mechanism-specific (e.g. Toeplitz ``mode``).
         """
         given = sum(x is not None for x in (rng, seed, source))
         if given != 1:
@@ -276,7 +298,7 @@ class Mechanism(ABC):
             if rng is not None:
                 seed = int(rng.integers(0, 2**63 - 1))
             source = SeededNoiseSource(int(seed))  # type: ignore[arg-type]
-        return self._make_stream(dim, std, source, shape, **options)
+        return self._make_stream(dim, std, source, covariance, **options)
 
     def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
         """Objective (3) of notes/001.md normalised by sensitivity: sens^2 * ||A B||_F^2.

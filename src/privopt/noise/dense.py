@@ -8,7 +8,7 @@ import numpy as np
 from scipy.linalg import solve_triangular
 
 from privopt._validate import check_count
-from privopt.noise.base import Mechanism, NoiseSource, NoiseStream, Participation
+from privopt.noise.base import Mechanism, NoiseSource, NoiseStream, Participation, accumulate
 from privopt.noise.sensitivity import dense_minsep_upper_bound_squared
 
 __all__ = ["DenseMechanism"]
@@ -64,19 +64,22 @@ class DenseMechanism(Mechanism):
             participation.participations,  # type: ignore[arg-type]
         )
 
-    def _make_stream(self, dim, std, source, shape, **options: Any):
+    def source_indices(self, steps: int) -> list[tuple[int, int]]:
+        return [(0, tau) for tau in range(self._check(steps))]
+
+    def _make_stream(self, dim, std, source, covariance, **options: Any):
         if options:
             raise TypeError(f"Unexpected stream options: {sorted(options)}.")
-        return DenseStream(self, dim, std, source, shape)
+        return DenseStream(self, dim, std, source, covariance)
 
 
 class DenseStream(NoiseStream):
     """Row t of B applied to the stored source vectors (O(t d) memory)."""
 
     def __init__(
-        self, mechanism: DenseMechanism, dim: int, std: float, source: NoiseSource, shape=None
+        self, mechanism: DenseMechanism, dim: int, std: float, source: NoiseSource, covariance=None
     ) -> None:
-        super().__init__(dim, std, source, shape)
+        super().__init__(dim, std, source, covariance)
         self.mechanism = mechanism
         self._history: list[np.ndarray] = []
 
@@ -85,11 +88,7 @@ class DenseStream(NoiseStream):
             raise ValueError(f"Stream exhausted: B has horizon {self.mechanism.horizon}.")
         self._history.append(self.source.draw((0, t), self.dim))
         row = self.mechanism._b[t]
-        out = np.zeros(self.dim)
-        for k in range(t + 1):
-            if row[k] != 0.0:
-                out += row[k] * self._history[k]
-        return out
+        return accumulate(((row[k], self._history[k]) for k in range(t + 1)), self.dim)
 
     def _buffers(self) -> dict[str, Any]:
         return {"history": [h.copy() for h in self._history]}

@@ -33,7 +33,14 @@ from scipy.signal import lfilter
 from scipy.special import ellipk
 
 from privopt._validate import check_count, check_finite
-from privopt.noise.base import SINGLE, Mechanism, NoiseSource, NoiseStream, Participation
+from privopt.noise.base import (
+    SINGLE,
+    Mechanism,
+    NoiseSource,
+    NoiseStream,
+    Participation,
+    accumulate,
+)
 from privopt.noise.sensitivity import toeplitz_minsep_squared
 
 __all__ = [
@@ -178,10 +185,13 @@ class ToeplitzMechanism(Mechanism):
         frobenius = float(np.sum((steps - np.arange(steps)) * tilde_b**2))
         return self.sensitivity_squared(steps, participation) * frobenius
 
-    def _make_stream(self, dim, std, source, shape, mode: str = "history", **options: Any):
+    def source_indices(self, steps: int) -> list[tuple[int, int]]:
+        return [(0, tau) for tau in range(check_count("steps", steps))]
+
+    def _make_stream(self, dim, std, source, covariance, mode: str = "history", **options: Any):
         if options:
             raise TypeError(f"Unexpected stream options: {sorted(options)}.")
-        return ToeplitzStream(self, dim, std, source, shape, mode=mode)
+        return ToeplitzStream(self, dim, std, source, covariance, mode=mode)
 
 
 class ToeplitzStream(NoiseStream):
@@ -200,11 +210,11 @@ class ToeplitzStream(NoiseStream):
         dim: int,
         std: float,
         source: NoiseSource,
-        shape=None,
+        covariance=None,
         *,
         mode: str = "history",
     ) -> None:
-        super().__init__(dim, std, source, shape)
+        super().__init__(dim, std, source, covariance)
         if mode not in ("history", "regenerate"):
             raise ValueError(f"Expected mode in ('history', 'regenerate'), got {mode!r}.")
         self.mechanism = mechanism
@@ -228,11 +238,7 @@ class ToeplitzStream(NoiseStream):
             past = lambda k: self._history[-1 - k]  # noqa: E731
         else:
             past = lambda k: self.source.draw((0, t - k), self.dim)  # noqa: E731
-        out = np.zeros(self.dim)
-        for k in range(depth):
-            if beta[k] != 0.0:
-                out += beta[k] * past(k)
-        return out
+        return accumulate(((beta[k], past(k)) for k in range(depth)), self.dim)
 
     def _buffers(self) -> dict[str, Any]:
         if self.mode == "history":

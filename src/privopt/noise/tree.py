@@ -21,10 +21,17 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count
-from privopt.noise.base import SINGLE, Mechanism, NoiseSource, NoiseStream, Participation
+from privopt.noise.base import (
+    SINGLE,
+    Mechanism,
+    NoiseSource,
+    NoiseStream,
+    Participation,
+    accumulate,
+)
 from privopt.noise.sensitivity import dense_minsep_upper_bound_squared
 
-__all__ = ["TreeAggregation", "TreeStream", "prefix_nodes"]
+__all__ = ["TreeAggregation", "TreeStream", "honaker_weights", "prefix_nodes"]
 
 
 def prefix_nodes(t: int) -> list[tuple[int, int]]:
@@ -37,19 +44,68 @@ def _complete_nodes(steps: int) -> list[tuple[int, int]]:
     return [(k, j) for k in range(steps.bit_length()) for j in range(steps >> k)]
 
 
-class TreeAggregation(Mechanism):
-    """Binary-tree mechanism whose stream yields the noise of each noisy prefix sum."""
+def honaker_weights(levels: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Bottom-up inverse-variance weights of the variance-reduced tree (Honaker 2015).
 
-    name = "tree"
+    A level-k node's estimate combines its own measurement (variance 1, in units of std^2) with
+    the sum of its two children's estimates (variance 2 v_{k-1}):
+    v_k = 1 / (1 + 1/(2 v_{k-1})), own weight v_k, children weight v_k / (2 v_{k-1}); the weights
+    add to 1, so the estimate stays unbiased. Returns (own, children, variance) per level.
+    """
+    own, children, variance = np.ones(levels), np.zeros(levels), np.ones(levels)
+    for k in range(1, levels):
+        variance[k] = 1.0 / (1.0 + 1.0 / (2.0 * variance[k - 1]))
+        own[k] = variance[k]
+        children[k] = variance[k] / (2.0 * variance[k - 1])
+    return own, children, variance
+
+
+class TreeAggregation(Mechanism):
+    """Binary-tree mechanism whose stream yields the noise of each noisy prefix sum.
+
+    Args:
+        variance_reduction: use the streaming Honaker estimate: each complete node's value is
+            the inverse-variance combination of its own measurement and its children's
+            estimates (bottom-up). Same measurements, so the same sensitivity; the prefix noise
+            variance drops from std^2 popcount(t+1) to std^2 sum of v_k over the prefix's nodes.
+    """
+
+    def __init__(self, variance_reduction: bool = False) -> None:
+        self.variance_reduction = bool(variance_reduction)
+        self.name = "tree-honaker" if self.variance_reduction else "tree"
+
+    def _node_coefficients(self, steps: int) -> dict[tuple[int, int], np.ndarray]:
+        nodes = _complete_nodes(steps)
+        index = {node: i for i, node in enumerate(nodes)}
+        own, children, _ = honaker_weights(steps.bit_length())
+        coefficients: dict[tuple[int, int], np.ndarray] = {}
+        for k, j in nodes:  # level by level, so children come first
+            vec = np.zeros(len(nodes))
+            vec[index[(k, j)]] = 1.0
+            if self.variance_reduction and k > 0:
+                vec *= own[k]
+                vec += children[k] * (
+                    coefficients[(k - 1, 2 * j)] + coefficients[(k - 1, 2 * j + 1)]
+                )
+            coefficients[(k, j)] = vec
+        return coefficients
 
     def decoder_matrix(self, steps: int) -> np.ndarray:
         steps = check_count("steps", steps)
-        nodes = {node: i for i, node in enumerate(_complete_nodes(steps))}
-        b = np.zeros((steps, len(nodes)))
+        coefficients = self._node_coefficients(steps)
+        b = np.zeros((steps, len(coefficients)))
         for t in range(steps):
             for node in prefix_nodes(t):
-                b[t, nodes[node]] = 1.0
+                b[t] += coefficients[node]
         return b
+
+    def prefix_variance(self, t: int) -> float:
+        """Per-coordinate variance of the prefix noise at step t, in units of std^2."""
+        t = check_count("t", t, minimum=0)
+        _, _, variance = honaker_weights((t + 1).bit_length())
+        if not self.variance_reduction:
+            return float(bin(t + 1).count("1"))
+        return float(sum(variance[k] for k, _ in prefix_nodes(t)))
 
     def encoder_matrix(self, steps: int) -> np.ndarray:
         steps = check_count("steps", steps)
@@ -76,28 +132,58 @@ class TreeAggregation(Mechanism):
         b = self.decoder_matrix(steps)
         return float(self.sensitivity_squared(steps, participation) * np.sum(b**2))
 
-    def _make_stream(self, dim, std, source, shape, **options: Any):
+    def source_indices(self, steps: int) -> list[tuple[int, int]]:
+        return [(k + 1, j) for k, j in _complete_nodes(check_count("steps", steps))]
+
+    def _make_stream(self, dim, std, source, covariance, **options: Any):
         if options:
             raise TypeError(f"Unexpected stream options: {sorted(options)}.")
-        return TreeStream(dim, std, source, shape)
+        return TreeStream(dim, std, source, covariance, self.variance_reduction)
 
 
 class TreeStream(NoiseStream):
-    """Noise of the noisy prefix sum at each step; keeps only the O(log T) nodes in use."""
+    """Noise of the noisy prefix sum at each step; keeps only the O(log T) nodes in use.
 
-    def __init__(self, dim: int, std: float, source: NoiseSource, shape=None) -> None:
-        super().__init__(dim, std, source, shape)
+    A node enters the prefix decomposition when it completes and stays until its parent
+    completes, so the nodes of the current decomposition are all the state needed, including
+    the left children that the variance-reduced estimate combines into their parents.
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        std: float,
+        source: NoiseSource,
+        covariance=None,
+        variance_reduction: bool = False,
+    ) -> None:
+        super().__init__(dim, std, source, covariance)
+        self.variance_reduction = variance_reduction
         self._nodes: dict[tuple[int, int], np.ndarray] = {}
 
     def _combine(self, t: int) -> np.ndarray:
         wanted = prefix_nodes(t)
+        if self.variance_reduction:
+            self._complete_nodes_at(t)
+        fresh = {node: self._nodes.get(node) for node in wanted}
         self._nodes = {
-            node: self._nodes[node] if node in self._nodes else self._draw(node) for node in wanted
+            node: value if value is not None else self._draw(node) for node, value in fresh.items()
         }
-        out = np.zeros(self.dim)
-        for node in wanted:
-            out += self._nodes[node]
-        return out
+        return accumulate(((1.0, self._nodes[node]) for node in wanted), self.dim)
+
+    def _complete_nodes_at(self, t: int) -> None:
+        """Variance reduction: estimate every node completing at step t, lowest level first."""
+        n = t + 1
+        levels = (n & -n).bit_length()  # nodes of levels 0..v complete, 2^v the largest power
+        own, children, _ = honaker_weights(levels)
+        for k in range(levels):
+            j = (n >> k) - 1
+            value = self._draw((k, j))
+            if k > 0:
+                left, right = self._nodes[(k - 1, 2 * j)], self._nodes[(k - 1, 2 * j + 1)]
+                terms = ((own[k], value), (children[k], left), (children[k], right))
+                value = accumulate(terms, self.dim)
+            self._nodes[(k, j)] = value
 
     def _draw(self, node: tuple[int, int]) -> np.ndarray:
         k, j = node
