@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from noise_generators import run as run_noise_generators
 from privopt import accounting as acc
 
 
@@ -72,14 +73,20 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", type=Path, default=Path("benchmarks/results.json"))
     parser.add_argument("--only", nargs="*", help="run only these cases")
+    parser.add_argument("--noise-dim", type=int, default=10**6, help="d of the generator suite")
+    parser.add_argument("--noise-steps", type=int, default=1000, help="T of the generator suite")
     args = parser.parse_args()
-    results = {}
+    results: dict[str, object] = {}
     for name, (fn, repeats, quantity) in CASES.items():
         if args.only and name not in args.only:
             continue
         seconds, value = _time(fn, repeats)
         results[name] = {"seconds": seconds, "repeats": repeats, quantity: value}
         print(f"{name:32s} {seconds * 1e3:10.2f} ms   {quantity}={value:.6g}")
+    if not args.only or "noise_generators" in args.only:
+        generators = run_noise_generators(args.noise_dim, args.noise_steps)
+        results["noise_generators"] = generators
+        print(json.dumps(generators, indent=1))
     payload = {
         "machine": {"platform": platform.platform(), "python": platform.python_version()},
         "date": time.strftime("%Y-%m-%d"),
