@@ -191,8 +191,15 @@ def test_stream_arguments_are_validated():
         dense.next()
 
 
-def test_rng_draws_the_seed():
+def test_rng_draws_the_seed_and_secure_mode_uses_the_os():
     mech = nu_dpftrl(0.1)
     a = mech.noise_stream(5, 1.0, rng=np.random.default_rng(123))
     b = mech.noise_stream(5, 1.0, rng=np.random.default_rng(123))
     np.testing.assert_array_equal(a.next(), b.next())
+    s1, s2 = mech.noise_stream(5, 1.0, secure=True), mech.noise_stream(5, 1.0, secure=True)
+    assert s1.source.seed != s2.source.seed
+    assert not np.array_equal(s1.next(), s2.next())
+    with pytest.raises(ValueError, match="exactly one"):
+        mech.noise_stream(5, 1.0, seed=1, secure=True)
+    with pytest.raises(ValueError, match="seed"):
+        SeededNoiseSource(-1)

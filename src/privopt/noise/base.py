@@ -26,6 +26,7 @@ checkpointable with a few integers, and lets tests inject unit impulses.
 from __future__ import annotations
 
 import math
+import secrets
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from typing import Any
@@ -120,7 +121,10 @@ class SeededNoiseSource(NoiseSource):
     """
 
     def __init__(self, seed: int) -> None:
-        self.seed = int(seed)
+        seed = int(seed)
+        if not 0 <= seed < 2**128:
+            raise ValueError(f"Expected seed in [0, 2^128), got {seed}.")
+        self.seed = seed
 
     def draw(self, index: tuple[int, int], dim: int) -> np.ndarray:
         bitgen = np.random.Philox(key=self.seed, counter=[0, 0, index[0], index[1]])
@@ -282,21 +286,29 @@ class Mechanism(ABC):
         *,
         seed: int | None = None,
         source: NoiseSource | None = None,
+        secure: bool = False,
         covariance: CovarianceOperator | None = None,
         **options: Any,
     ) -> NoiseStream:
         """A streaming generator of this mechanism's noise.
 
-        Exactly one of ``rng`` (the seed is drawn from it), ``seed`` or ``source`` must be given:
-        privopt never draws randomness silently. ``covariance`` shapes every source as
+        Exactly one of ``rng`` (a 128-bit key is drawn from it), ``seed``, ``source`` or
+        ``secure=True`` (a 128-bit key from the operating system's CSPRNG, for releases whose
+        noise must not be reproducible by anyone) must be given: privopt never draws randomness
+        silently. ``covariance`` shapes every source as
         N(0, std^2 Σ); ``options`` are mechanism-specific (e.g. Toeplitz ``mode``).
         """
-        given = sum(x is not None for x in (rng, seed, source))
+        given = sum(x is not None for x in (rng, seed, source)) + bool(secure)
         if given != 1:
-            raise ValueError("Give exactly one of rng, seed or source to noise_stream.")
+            raise ValueError(
+                "Give exactly one of rng, seed, source or secure=True to noise_stream."
+            )
         if source is None:
-            if rng is not None:
-                seed = int(rng.integers(0, 2**63 - 1))
+            if secure:
+                seed = secrets.randbits(128)
+            elif rng is not None:
+                high, low = (int(x) for x in rng.integers(0, 2**64, size=2, dtype=np.uint64))
+                seed = (high << 64) | low
             source = SeededNoiseSource(int(seed))  # type: ignore[arg-type]
         return self._make_stream(dim, std, source, covariance, **options)
 
