@@ -18,11 +18,11 @@ Changes from the paper (notes/000.md §3.2 and §9 items 3–6), none of which t
 * a practical K (default 20) instead of Delta = B / N^200, whose K ~ 200 log2 N makes the
   count noise swamp s;
 * a public **margin** (default ``"auto"``: Gamma = alpha sqrt(K) sqrt(2 ln(K / beta))). With
-  margin 0, once every value is below gamma the stopping test passes with probability 1/2
-  only, and the search overshoots by a geometric number of doublings (notes/000.md §6.2: 95th percentile 14x
-  the maximum). With the margin the test passes w.h.p. as soon as all values are inside, so
-  gamma < 2 max r_j w.h.p., while still #{r_j <= gamma} >= s - 2 Gamma w.h.p. The margin depends
-  only on public constants, so the privacy analysis is unchanged.
+  margin 0, once every value is below gamma the stopping test passes with probability 1/2 only,
+  and the search overshoots by a geometric number of doublings (notes/000.md §6.2: 95th
+  percentile 14x the maximum). With the margin the test passes w.h.p. as soon as all values are
+  inside, so gamma < 2 max r_j w.h.p., while still #{r_j <= gamma} >= s - 2 Gamma w.h.p. The
+  margin depends only on public constants, so the privacy analysis is unchanged.
 """
 
 from __future__ import annotations
