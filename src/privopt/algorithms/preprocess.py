@@ -1,0 +1,202 @@
+"""Centering, bounds and the intercept, without peeking at private data.
+
+Every linear-regression method in privopt works on **bounded, roughly centred** data: rows of X
+centred at ``x_center`` and clipped to l2 norm ``x_radius``, targets centred at ``y_center`` and
+clipped to ``y_radius``. Those four quantities are either
+
+* **public** (:func:`public_bounds`, from per-feature and target ranges the user knows a priori), or
+* **private** (:func:`private_bounds`): estimated on a disjoint slice of the shuffled records. Each
+  release uses its own disjoint chunk of that slice, so by parallel composition the preprocessing
+  costs nothing beyond the fit's own budget: a record is touched by one preprocessing release or
+  by the main algorithm, never both. Each release is recorded in the ledger with its chunk as the
+  partition.
+
+The intercept is learned by the main algorithm as the coefficient of a constant column (value
+``intercept_scale``), so its accuracy does not depend on the rough private centres; centring only
+improves conditioning. :meth:`LinearBounds.to_original` maps the fitted coefficients back.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive
+from privopt.accounting import GaussianEvent, PrivacyLedger
+from privopt.clipping import clip_factors, dp_stat
+
+__all__ = ["LinearBounds", "private_bounds", "public_bounds"]
+
+#: default public search range of the private scale estimates: values up to 2^30 (~1e9)
+DEFAULT_SEARCH_DOMAIN = 2.0**30
+#: number of doubling queries: resolution DEFAULT_SEARCH_DOMAIN / 2^50 ~ 1e-6
+DEFAULT_SEARCH_QUERIES = 50
+#: releases made by private_bounds, each on its own chunk of the preprocessing rows
+PRIVATE_RELEASES = 6
+#: fewest rows per chunk for the private estimates to be meaningful
+MIN_CHUNK_ROWS = 200
+
+
+@dataclass(frozen=True)
+class LinearBounds:
+    """Public or privately estimated centres and radii of the data.
+
+    Attributes:
+        x_center: (d,) centre subtracted from every row.
+        y_center: centre subtracted from every target.
+        x_radius: l2 bound on centred rows (rows are clipped to it).
+        y_radius: bound on |centred target| (targets are clipped to it).
+        intercept_scale: value of the constant column that carries the intercept (0 = no
+            intercept).
+        source: ``"public"`` or ``"private"``.
+    """
+
+    x_center: np.ndarray
+    y_center: float
+    x_radius: float
+    y_radius: float
+    intercept_scale: float
+    source: str
+
+    @property
+    def row_bound(self) -> float:
+        """l2 bound of a transformed row, the constant column included."""
+        return math.hypot(self.x_radius, self.intercept_scale)
+
+    def transform(self, X: np.ndarray, y: np.ndarray | None = None):
+        """Centre, clip, and append the intercept column (new arrays; inputs untouched)."""
+        Z = np.asarray(X, dtype=float) - self.x_center
+        Z = Z * clip_factors(np.linalg.norm(Z, axis=1), self.x_radius)[:, None]
+        if self.intercept_scale > 0:
+            Z = np.hstack([Z, np.full((Z.shape[0], 1), self.intercept_scale)])
+        if y is None:
+            return Z
+        t = np.clip(np.asarray(y, dtype=float) - self.y_center, -self.y_radius, self.y_radius)
+        return Z, t
+
+    def to_original(self, w: np.ndarray) -> tuple[np.ndarray, float]:
+        """(coef, intercept) in the caller's units from coefficients fitted on transformed data."""
+        w = np.asarray(w, dtype=float)
+        if self.intercept_scale > 0:
+            coef, w0 = w[:-1], float(w[-1])
+            intercept = self.y_center + w0 * self.intercept_scale - float(self.x_center @ coef)
+            return coef.copy(), intercept
+        return w.copy(), self.y_center - float(self.x_center @ w)
+
+    def describe(self) -> str:
+        return (
+            f"{self.source} bounds: rows centred and clipped to l2 norm {self.x_radius:.4g}, "
+            f"targets centred and clipped to |y| <= {self.y_radius:.4g}"
+        )
+
+
+def public_bounds(
+    feature_bounds: np.ndarray, target_bounds: tuple[float, float], fit_intercept: bool = True
+) -> LinearBounds:
+    """Bounds from public ranges: ``feature_bounds`` (d, 2) of [low, high], ``target_bounds``.
+
+    Centres are the midpoints; the row radius is the l2 norm of the half-widths, the target
+    radius its half-width. Values outside the ranges are clipped, so privacy never depends on
+    the data respecting them.
+    """
+    fb = np.asarray(feature_bounds, dtype=float)
+    if fb.ndim != 2 or fb.shape[1] != 2 or fb.shape[0] == 0:
+        raise ValueError(f"Expected feature_bounds of shape (d, 2), got {fb.shape}.")
+    if not np.all(np.isfinite(fb)) or np.any(fb[:, 1] <= fb[:, 0]):
+        raise ValueError("feature_bounds must be finite with low < high for every feature.")
+    lo, hi = (float(v) for v in target_bounds)
+    if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
+        raise ValueError(f"target_bounds must be finite with low < high, got {target_bounds!r}.")
+    half = (fb[:, 1] - fb[:, 0]) / 2.0
+    x_radius = float(np.linalg.norm(half))
+    return LinearBounds(
+        x_center=fb.mean(axis=1),
+        y_center=(lo + hi) / 2.0,
+        x_radius=x_radius,
+        y_radius=(hi - lo) / 2.0,
+        intercept_scale=x_radius / math.sqrt(fb.shape[0]) if fit_intercept else 0.0,
+        source="public",
+    )
+
+
+def private_bounds(
+    X: np.ndarray,
+    y: np.ndarray,
+    rows: np.ndarray,
+    *,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    fit_intercept: bool = True,
+    search_domain: float = DEFAULT_SEARCH_DOMAIN,
+    search_queries: int = DEFAULT_SEARCH_QUERIES,
+) -> LinearBounds:
+    """Private centres and radii from the records ``rows`` (disjoint from the main fit's).
+
+    Six releases, each on its own disjoint chunk of ``rows`` and each mu-GDP: DP-STAT of the row
+    norms, the noisy mean of rows clipped to that norm, the same two for |y|, then DP-STAT of the
+    centred row norms and of the centred |y|. Under replace-one neighbours a clipped mean over m
+    rows has sensitivity 2 R / m; DP-STAT has sensitivity 1 per count.
+
+    Args:
+        X, y: the full private data (only ``rows`` are read).
+        rows: indices of the preprocessing records (at least 6 * 200).
+        mu: GDP budget of each release (each touches a disjoint chunk).
+        rng: randomness for the noise.
+        ledger: where the releases are recorded (partition = ``("preprocess", chunk)``).
+        search_domain, search_queries: public range and resolution of the DP-STAT searches.
+    """
+    mu = check_positive("mu", mu)
+    rows = np.asarray(rows)
+    check_count("preprocessing rows", rows.size, minimum=PRIVATE_RELEASES * MIN_CHUNK_ROWS)
+    chunks = np.array_split(rows, PRIVATE_RELEASES)
+    # DP-STAT is 1/(2 alpha^2)-zCDP and, as K Gaussian counts of std alpha sqrt(K), 1/alpha-GDP.
+    alpha = 1.0 / mu
+
+    def approx_max(values: np.ndarray, chunk: int, label: str) -> float:
+        result = dp_stat(
+            values, domain=search_domain, noise_multiplier=alpha, rng=rng, queries=search_queries
+        )
+        ledger.record(
+            GaussianEvent(1.0, result.count_std, count=result.queries, label=label),
+            partition=("preprocess", chunk),
+        )
+        return result.gamma
+
+    def noisy_mean(values: np.ndarray, bound: float, chunk: int, label: str) -> np.ndarray:
+        m = values.shape[0]
+        sensitivity = 2.0 * bound / m
+        std = sensitivity / mu
+        ledger.record(GaussianEvent(sensitivity, std, label=label), partition=("preprocess", chunk))
+        return values.mean(axis=0) + rng.normal(0.0, std, size=values.shape[1:])
+
+    x0, y0 = np.asarray(X[chunks[0]], float), np.asarray(y[chunks[2]], float)
+    r_x = approx_max(np.linalg.norm(x0, axis=1), 0, "private row-norm bound")
+    x1 = np.asarray(X[chunks[1]], float)
+    x1 = x1 * clip_factors(np.linalg.norm(x1, axis=1), r_x)[:, None]
+    x_center = noisy_mean(x1, r_x, 1, "private feature means")
+    r_y = approx_max(np.abs(y0), 2, "private target bound")
+    y1 = np.clip(np.asarray(y[chunks[3]], float), -r_y, r_y)
+    y_center = float(noisy_mean(y1, r_y, 3, "private target mean"))
+    x_radius = approx_max(
+        np.linalg.norm(np.asarray(X[chunks[4]], float) - x_center, axis=1),
+        4,
+        "private centred row-norm bound",
+    )
+    y_radius = approx_max(
+        np.abs(np.asarray(y[chunks[5]], float) - y_center), 5, "private centred target bound"
+    )
+    d = X.shape[1]
+    ledger.assume(
+        "rows and targets are centred and clipped to privately estimated bounds before fitting"
+    )
+    return LinearBounds(
+        x_center=np.asarray(x_center, dtype=float),
+        y_center=y_center,
+        x_radius=float(x_radius),
+        y_radius=float(y_radius),
+        intercept_scale=float(x_radius) / math.sqrt(d) if fit_intercept else 0.0,
+        source="private",
+    )
