@@ -106,6 +106,12 @@ class PrivacyReport:
     events: tuple[EventSummary, ...]
     assumptions: tuple[str, ...]
 
+    def __getitem__(self, key: str) -> Any:
+        """Dict-style access to the fields (``report["epsilon"]``)."""
+        if key not in self.__dataclass_fields__:
+            raise KeyError(key)
+        return getattr(self, key)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (infinite epsilon becomes the string "inf")."""
         out = asdict(self)

@@ -172,7 +172,7 @@ def shuffled_gaussian_guarantee(
 
     def objective(log_d0: float) -> float:
         g = _guarantee_for(math.exp(log_d0), noise_multiplier, n, delta)
-        return g.epsilon if g is not None else math.inf
+        return g.epsilon if g is not None else 1e300  # finite, so the line search stays defined
 
     centre = math.log(best.local_delta)
     res = minimize_scalar(

@@ -97,12 +97,26 @@ def calibrate_dpsgd_noise(
     sample_rate = check_sample_rate("sample_rate", sample_rate)
     steps = check_count("steps", steps)
 
-    def excess(sigma: float) -> float:
-        return dpsgd_epsilon(sigma, sample_rate, steps, delta, accountant) - epsilon
+    def excess_at(discretization: float):
+        def excess(sigma: float) -> float:
+            acc = make_dp_accounting_accountant(accountant, discretization)
+            acc.compose(dpsgd_event(sigma, sample_rate, steps))
+            return float(acc.get_epsilon(delta)) - epsilon
 
+        return excess
+
+    fine = excess_at(DEFAULT_PLD_DISCRETIZATION)
+    coarse = excess_at(10 * DEFAULT_PLD_DISCRETIZATION) if accountant == "pld" else fine
     good = 1.0
-    while excess(good) > 0:
+    while coarse(good) > 0:
         good *= 2.0
         if good > 1e6:
             raise ValueError("No noise multiplier below 1e6 reaches the target epsilon.")
-    return feasible_boundary(excess, good=good, bad=good / 2.0, rtol=rtol)
+    good = feasible_boundary(coarse, good=good, bad=good / 2.0, rtol=1e-3)
+    if coarse is fine:
+        return feasible_boundary(fine, good=good, bad=good / 2.0, rtol=rtol)
+    # Coarse-to-fine: the coarse (pessimistic) PLD brackets the answer within a few tenths of a
+    # percent; the fine search then only has to cover that bracket.
+    while fine(good) > 0:  # the coarse estimate is normally the more pessimistic; guard anyway
+        good *= 1.01
+    return feasible_boundary(fine, good=good, bad=good * 0.99, rtol=rtol)

@@ -27,7 +27,13 @@ from privopt._validate import check_count, check_positive
 from privopt.accounting import GaussianEvent, PrivacyLedger
 from privopt.clipping import clip_factors, dp_stat
 
-__all__ = ["LinearBounds", "private_bounds", "public_bounds"]
+__all__ = [
+    "LinearBounds",
+    "SecondMoment",
+    "private_bounds",
+    "private_second_moment",
+    "public_bounds",
+]
 
 #: default public search range of the private scale estimates: values up to 2^30 (~1e9)
 DEFAULT_SEARCH_DOMAIN = 2.0**30
@@ -109,13 +115,16 @@ def public_bounds(
     lo, hi = (float(v) for v in target_bounds)
     if not (math.isfinite(lo) and math.isfinite(hi) and lo < hi):
         raise ValueError(f"target_bounds must be finite with low < high, got {target_bounds!r}.")
-    half = (fb[:, 1] - fb[:, 0]) / 2.0
-    x_radius = float(np.linalg.norm(half))
+    if fit_intercept:
+        x_center, y_center = fb.mean(axis=1), (lo + hi) / 2.0
+    else:  # a model without intercept must not be centred: y = <x, w> exactly
+        x_center, y_center = np.zeros(fb.shape[0]), 0.0
+    x_radius = float(np.linalg.norm(np.maximum(fb[:, 1] - x_center, x_center - fb[:, 0])))
     return LinearBounds(
-        x_center=fb.mean(axis=1),
-        y_center=(lo + hi) / 2.0,
+        x_center=x_center,
+        y_center=y_center,
         x_radius=x_radius,
-        y_radius=(hi - lo) / 2.0,
+        y_radius=max(hi - y_center, y_center - lo),
         intercept_scale=x_radius / math.sqrt(fb.shape[0]) if fit_intercept else 0.0,
         source="public",
     )
@@ -137,7 +146,8 @@ def private_bounds(
 
     Six releases, each on its own disjoint chunk of ``rows`` and each mu-GDP: DP-STAT of the row
     norms, the noisy mean of rows clipped to that norm, the same two for |y|, then DP-STAT of the
-    centred row norms and of the centred |y|. Under replace-one neighbours a clipped mean over m
+    centred row norms and of the centred |y| (without an intercept only the last two: the data
+    are not centred). Under replace-one neighbours a clipped mean over m
     rows has sensitivity 2 R / m; DP-STAT has sensitivity 1 per count.
 
     Args:
@@ -172,14 +182,17 @@ def private_bounds(
         ledger.record(GaussianEvent(sensitivity, std, label=label), partition=("preprocess", chunk))
         return values.mean(axis=0) + rng.normal(0.0, std, size=values.shape[1:])
 
-    x0, y0 = np.asarray(X[chunks[0]], float), np.asarray(y[chunks[2]], float)
-    r_x = approx_max(np.linalg.norm(x0, axis=1), 0, "private row-norm bound")
-    x1 = np.asarray(X[chunks[1]], float)
-    x1 = x1 * clip_factors(np.linalg.norm(x1, axis=1), r_x)[:, None]
-    x_center = noisy_mean(x1, r_x, 1, "private feature means")
-    r_y = approx_max(np.abs(y0), 2, "private target bound")
-    y1 = np.clip(np.asarray(y[chunks[3]], float), -r_y, r_y)
-    y_center = float(noisy_mean(y1, r_y, 3, "private target mean"))
+    if fit_intercept:
+        x0, y0 = np.asarray(X[chunks[0]], float), np.asarray(y[chunks[2]], float)
+        r_x = approx_max(np.linalg.norm(x0, axis=1), 0, "private row-norm bound")
+        x1 = np.asarray(X[chunks[1]], float)
+        x1 = x1 * clip_factors(np.linalg.norm(x1, axis=1), r_x)[:, None]
+        x_center = noisy_mean(x1, r_x, 1, "private feature means")
+        r_y = approx_max(np.abs(y0), 2, "private target bound")
+        y1 = np.clip(np.asarray(y[chunks[3]], float), -r_y, r_y)
+        y_center = float(noisy_mean(y1, r_y, 3, "private target mean"))
+    else:  # no intercept: the model is y = <x, w>, so the data are not centred
+        x_center, y_center = np.zeros(X.shape[1]), 0.0
     x_radius = approx_max(
         np.linalg.norm(np.asarray(X[chunks[4]], float) - x_center, axis=1),
         4,
@@ -200,3 +213,72 @@ def private_bounds(
         intercept_scale=float(x_radius) / math.sqrt(d) if fit_intercept else 0.0,
         source="private",
     )
+
+
+@dataclass(frozen=True)
+class SecondMoment:
+    """Spectral summary of a privately released second-moment matrix H = E[z z^T].
+
+    Attributes:
+        eigenvalues: eigenvalues of the (symmetrised, noisy) estimate, ascending, floored at
+            ``floor`` so that they are positive.
+        floor: the smallest eigenvalue allowed (a public fraction of the largest).
+    """
+
+    eigenvalues: np.ndarray
+    floor: float
+
+    @property
+    def h_norm(self) -> float:
+        return float(self.eigenvalues[-1])
+
+    @property
+    def trace(self) -> float:
+        return float(np.sum(self.eigenvalues))
+
+    @property
+    def kappa(self) -> float:
+        return float(self.eigenvalues[-1] / self.eigenvalues[0])
+
+    @property
+    def row_norm_sq(self) -> float:
+        """R_x^2 = Tr H + 2 ||H||, exact for Gaussian rows (notes/000.md §2.3)."""
+        return self.trace + 2.0 * self.h_norm
+
+
+def private_second_moment(
+    Z: np.ndarray,
+    rows: np.ndarray,
+    *,
+    row_bound: float,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: object = ("preprocess", "second moment"),
+    floor_ratio: float = 1e-3,
+) -> SecondMoment:
+    """mu-GDP release of (1/m) sum_{i in rows} z_i z_i^T for rows clipped to ``row_bound``.
+
+    Under replace-one neighbours the matrix changes by (a a^T - b b^T)/m, whose Frobenius norm is
+    sqrt(||a||^4 + ||b||^4 - 2 (a.b)^2)/m <= sqrt(2) R^2 / m. The noise is a symmetric Gaussian
+    matrix: the upper triangle (diagonal included) is released with that l2 sensitivity (each
+    off-diagonal pair counted once, which can only lower the norm) and mirrored.
+    """
+    mu = check_positive("mu", mu)
+    row_bound = check_positive("row_bound", row_bound)
+    rows = np.asarray(rows)
+    m = check_count("second-moment rows", rows.size, minimum=MIN_CHUNK_ROWS)
+    zc = np.asarray(Z[rows], dtype=float)
+    zc = zc * clip_factors(np.linalg.norm(zc, axis=1), row_bound)[:, None]
+    sensitivity = math.sqrt(2.0) * row_bound**2 / m
+    std = sensitivity / mu
+    ledger.record(
+        GaussianEvent(sensitivity, std, label="private second moment"), partition=partition
+    )
+    p = zc.shape[1]
+    noise = np.triu(rng.normal(0.0, std, size=(p, p)))
+    noise = noise + np.triu(noise, 1).T
+    estimate = zc.T @ zc / m + noise
+    eigenvalues = np.linalg.eigvalsh((estimate + estimate.T) / 2.0)
+    floor = max(float(eigenvalues[-1]) * floor_ratio, np.finfo(float).tiny)
+    return SecondMoment(np.maximum(eigenvalues, floor), floor)

@@ -1,0 +1,422 @@
+"""Baselines for private linear regression: OLS, AdaSSP and standard DP-SGD.
+
+The comparison suite of notes/000.md §7: the non-private oracle (OLS), sufficient-statistics
+perturbation with an adaptive ridge (AdaSSP; Wang 2018), and multi-pass DP-SGD with Poisson
+sampling (Abadi et al. 2016). All three work on **transformed** data (see
+:class:`~privopt.algorithms.preprocess.LinearBounds`): rows ``z_i`` with ``||z_i||_2 <= R``
+(``row_bound``) and targets with ``|t_i| <= T`` (``target_bound``). ``R`` and ``T`` are public,
+so every sensitivity below is a function of them alone, never of the data.
+
+Privacy in one table (the ledger's neighbouring relation decides which column applies):
+
+==========================  ===========  ====================  ============================
+release                     replace-one  add-remove, zero-out  mechanism
+==========================  ===========  ====================  ============================
+AdaSSP lambda_min(Z^T Z)    R^2          R^2                   Gaussian, mu/sqrt(3)-GDP
+AdaSSP upper(Z^T Z)         sqrt(2) R^2  R^2                   Gaussian, mu/sqrt(3)-GDP
+AdaSSP Z^T t                2 R T        R T                   Gaussian, mu/sqrt(3)-GDP
+DP-SGD clipped-gradient sum (refused)    G                     Poisson-sampled Gaussian
+==========================  ===========  ====================  ============================
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privopt._validate import check_positive, check_probability, check_sample_rate
+from privopt.accounting import (
+    GaussianEvent,
+    Neighbouring,
+    PoissonSampledGaussianEvent,
+    PrivacyLedger,
+    calibrate_dpsgd_noise,
+)
+from privopt.algorithms.result import FitTrace
+from privopt.clipping import clip_factors
+
+__all__ = [
+    "ADASSP_LOWER_BOUND_SIGMAS",
+    "ADASSP_RIDGE_Z",
+    "DEFAULT_EXPECTED_BATCH",
+    "AdaSSPSensitivities",
+    "adassp",
+    "adassp_sensitivities",
+    "dpsgd_linear",
+    "ols",
+]
+
+#: AdaSSP's private lower bound on lambda_min subtracts this many noise stds: the bound fails
+#: with probability Phi(-3) ~ 1.35e-3, which can only cost accuracy (less ridge), never privacy.
+ADASSP_LOWER_BOUND_SIGMAS = 3.0
+#: AdaSSP's ridge target is ``ADASSP_RIDGE_Z * sqrt(d) * std`` of the Gram noise: the spectral
+#: norm of a d x d symmetric Gaussian matrix with entry std s concentrates at 2 sqrt(d) s
+#: (semicircle law), so this ridge keeps the noisy Gram matrix positive definite in typical runs.
+ADASSP_RIDGE_Z = 2.0
+#: DP-SGD's default expected batch size q n (q = min(1, 256 / n)).
+DEFAULT_EXPECTED_BATCH = 256
+_ADASSP_RELEASES = 3
+
+
+# -- validation --------------------------------------------------------------------------------
+def _check_data(Z: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    Z = np.asarray(Z, dtype=float)
+    t = np.asarray(t, dtype=float)
+    if Z.ndim != 2:
+        raise ValueError(f"Expected Z of shape (n, d), got shape {Z.shape}.")
+    if t.ndim != 1:
+        raise ValueError(f"Expected t of shape (n,), got shape {t.shape}.")
+    if Z.shape[0] == 0 or Z.shape[1] == 0:
+        raise ValueError(
+            f"Expected non-empty data with n >= 1 rows and d >= 1 columns, got {Z.shape}."
+        )
+    if t.shape[0] != Z.shape[0]:
+        raise ValueError(f"Z has {Z.shape[0]} rows but t has {t.shape[0]} entries.")
+    if not np.all(np.isfinite(Z)):
+        raise ValueError("Z contains non-finite values (NaN or inf).")
+    if not np.all(np.isfinite(t)):
+        raise ValueError("t contains non-finite values (NaN or inf).")
+    return Z, t
+
+
+def _check_private_args(rng: object, ledger: object) -> None:
+    if not isinstance(rng, np.random.Generator):
+        raise ValueError(f"Expected rng to be a numpy Generator, got {type(rng).__name__}.")
+    if not isinstance(ledger, PrivacyLedger):
+        raise ValueError(f"Expected ledger to be a PrivacyLedger, got {type(ledger).__name__}.")
+
+
+# -- OLS ---------------------------------------------------------------------------------------
+def ols(Z: np.ndarray, t: np.ndarray) -> np.ndarray:
+    """Ordinary least squares ``argmin_w ||Z w - t||^2`` (minimum-norm solution via lstsq).
+
+    **NOT private**: a non-private reference (oracle) for the private baselines; nothing is
+    recorded in any ledger and the output can reveal individual records.
+    """
+    Z, t = _check_data(Z, t)
+    return np.linalg.lstsq(Z, t, rcond=None)[0]
+
+
+# -- AdaSSP ------------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class AdaSSPSensitivities:
+    """l2 sensitivities of AdaSSP's three releases under one neighbouring relation.
+
+    Attributes:
+        lambda_min: of lambda_min(Z^T Z) (a scalar).
+        gram: of the upper triangle (diagonal included, off-diagonal entries once) of Z^T Z.
+        moment: of Z^T t.
+    """
+
+    lambda_min: float
+    gram: float
+    moment: float
+
+
+def adassp_sensitivities(
+    row_bound: float, target_bound: float, neighbouring: Neighbouring | str = "replace-one"
+) -> AdaSSPSensitivities:
+    """Sensitivities of AdaSSP's releases when ``||z|| <= R = row_bound``, ``|t| <= T``.
+
+    Proofs. Replacing a row ``(b, s)`` by ``(a, u)`` changes Z^T Z by ``D = a a^T - b b^T`` and
+    Z^T t by ``u a - s b``. Adding or removing a row ``(a, u)`` changes them by ``+-a a^T`` and
+    ``+-u a``; zero-out is the same as add/remove.
+
+    * lambda_min: by Weyl's inequality lambda_min(A + D) - lambda_min(A) lies in
+      ``[lambda_min(D), lambda_max(D)]``; the eigenvalues of ``a a^T - b b^T`` lie in
+      ``[-||b||^2, ||a||^2]`` and those of ``+-a a^T`` in ``[-||a||^2, ||a||^2]``, so the
+      sensitivity is ``R^2`` under every relation (tight: D = R^2 e1 e1^T with lambda_min along e1).
+    * Gram: ``||a a^T - b b^T||_F^2 = ||a||^4 + ||b||^4 - 2 (a.b)^2 <= 2 R^4``, so the Frobenius
+      sensitivity is ``sqrt(2) R^2`` (tight for a = R e1, b = R e2), and ``||a a^T||_F <= R^2``
+      under add/remove. The mechanism releases only the upper triangle U(D) (symmetric noise is
+      drawn there and mirrored), and ``||U(D)||^2 = (||D||_F^2 + sum_i D_ii^2) / 2 <= ||D||_F^2``,
+      so the Frobenius bound is also a bound on the released vector (tight in both examples above,
+      whose D is diagonal).
+    * moment: ``||u a - s b|| <= |u| ||a|| + |s| ||b|| <= 2 R T`` (tight for a = -b, u = s = T) and
+      ``||u a|| <= R T``.
+    """
+    R = check_positive("row_bound", row_bound)
+    T = check_positive("target_bound", target_bound)
+    if Neighbouring.parse(neighbouring) is Neighbouring.REPLACE_ONE:
+        return AdaSSPSensitivities(lambda_min=R**2, gram=math.sqrt(2.0) * R**2, moment=2 * R * T)
+    return AdaSSPSensitivities(lambda_min=R**2, gram=R**2, moment=R * T)
+
+
+def adassp(
+    Z: np.ndarray,
+    t: np.ndarray,
+    *,
+    row_bound: float,
+    target_bound: float,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: Hashable | None = "main",
+    budget_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3),
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """AdaSSP: sufficient-statistics perturbation with an adaptive ridge, accounted in GDP.
+
+    Wang (2018), "Revisiting differentially private linear regression: optimal and adaptive
+    prediction & estimation in unbounded domain" (UAI), Algorithm 2, with its three
+    (epsilon/3, delta/3) Gaussian releases replaced by three Gaussian releases of GDP parameters
+    ``mu sqrt(share_i)`` (equal thirds by default), which compose to exactly ``mu``-GDP (Dong,
+    Roth & Su 2019)::
+
+        lambda~  = lambda_min(Z^T Z) + N(0, s_1^2)               s_1 = sqrt(3) Delta_1 / mu
+        lambda_- = max(0, lambda~ - 3 s_1)                        (private lower bound)
+        G~       = Z^T Z + E,  E symmetric, E_ij ~ N(0, s_2^2)    s_2 = sqrt(3) Delta_2 / mu
+        m~       = Z^T t + N(0, s_3^2 I)                          s_3 = sqrt(3) Delta_3 / mu
+        lambda   = max(0, 2 sqrt(d) s_2 - lambda_-)               (adaptive ridge)
+        w        = (G~ + lambda I)^{-1} m~
+
+    The ridge follows Wang's rule "noise level of the Gram matrix minus the private lower bound
+    on its smallest eigenvalue": Wang's ``sqrt(d log(6/delta) log(2 d^2/rho)) ||X||^2 / (eps/3)``
+    bounds ||E||_op with high probability; in GDP form ``E`` has entry std ``s_2`` and
+    ``||E||_op ~ 2 sqrt(d) s_2`` (:data:`ADASSP_RIDGE_Z`). The lower bound subtracts
+    :data:`ADASSP_LOWER_BOUND_SIGMAS` = 3 noise stds. Both are post-processing: they change
+    accuracy only.
+
+    Privacy: ``mu``-GDP under the ledger's neighbouring relation, with the sensitivities
+    Delta_1..3 of :func:`adassp_sensitivities` (replace-one: R^2, sqrt(2) R^2, 2 R T; add-remove
+    and zero-out: R^2, R^2, R T). Rows and targets are clipped to the public bounds before use (a
+    no-op on data from :meth:`LinearBounds.transform`), so the sensitivities hold for any input.
+    Each release is recorded as a :class:`GaussianEvent` with ``partition``.
+
+    Cost: O(n d^2 + d^3) time, O(d^2) extra memory (no n x n matrix).
+
+    Args:
+        Z: (n, d) transformed rows, ``||z_i|| <= row_bound``.
+        t: (n,) transformed targets, ``|t_i| <= target_bound``.
+        row_bound, target_bound: the public bounds R and T.
+        mu: total GDP budget of the three releases.
+        budget_split: shares of mu^2 given to (lambda_min, Z^T Z, Z^T t); normalised to sum to
+            1, so the releases compose to exactly mu-GDP. Wang's split is equal thirds.
+        rng: randomness for the noise.
+        ledger: where the three releases are recorded.
+        partition: disjoint data partition these rows form in ``ledger`` (None = all records).
+
+    Returns:
+        ``(w, info)``; ``info`` holds ``ridge_lambda``, the noise stds ``lambda_min_std``,
+        ``gram_std``, ``moment_std``, the ``sensitivities``, and the private releases themselves
+        (``lambda_min_release``, ``lambda_min_lower``, ``gram`` (d x d, symmetric), ``moment``),
+        which can be reused at no further privacy cost.
+    """
+    Z, t = _check_data(Z, t)
+    R = check_positive("row_bound", row_bound)
+    T = check_positive("target_bound", target_bound)
+    mu = check_positive("mu", mu)
+    _check_private_args(rng, ledger)
+    sens = adassp_sensitivities(R, T, ledger.neighbouring)
+
+    # Enforce the public bounds: the sensitivities must not rely on the caller's clipping.
+    Z = Z * clip_factors(np.linalg.norm(Z, axis=1), R)[:, None]
+    t = np.clip(t, -T, T)
+    d = Z.shape[1]
+    gram = Z.T @ Z
+    gram = (gram + gram.T) / 2.0  # exactly symmetric
+    moment = Z.T @ t
+
+    shares = np.asarray(budget_split, dtype=float)
+    if (
+        shares.shape != (_ADASSP_RELEASES,)
+        or np.any(shares <= 0)
+        or not np.all(np.isfinite(shares))
+    ):
+        raise ValueError(f"Expected budget_split of three positive shares, got {budget_split!r}.")
+    shares = shares / shares.sum()  # shares of mu^2: the three releases compose to mu exactly
+    mu_lam, mu_gram, mu_moment = (mu * math.sqrt(share) for share in shares)
+    std_lam = sens.lambda_min / mu_lam
+    std_gram = sens.gram / mu_gram
+    std_moment = sens.moment / mu_moment
+
+    # (a) private lower bound on lambda_min(Z^T Z)
+    lam_release = float(np.linalg.eigvalsh(gram)[0]) + float(rng.normal(0.0, std_lam))
+    ledger.record(
+        GaussianEvent(sens.lambda_min, std_lam, label="adassp lambda_min(Z^T Z)"),
+        partition=partition,
+    )
+    lam_lower = max(0.0, lam_release - ADASSP_LOWER_BOUND_SIGMAS * std_lam)
+
+    # (b) Z^T Z + E: noise on the upper triangle (diagonal included), mirrored below
+    rows, cols = np.triu_indices(d)
+    noise = np.zeros((d, d))
+    noise[rows, cols] = rng.normal(0.0, std_gram, size=rows.size)
+    noise = noise + np.triu(noise, 1).T
+    gram_release = gram + noise
+    ledger.record(
+        GaussianEvent(sens.gram, std_gram, label="adassp upper triangle of Z^T Z"),
+        partition=partition,
+    )
+
+    # (c) Z^T t + e
+    moment_release = moment + rng.normal(0.0, std_moment, size=d)
+    ledger.record(GaussianEvent(sens.moment, std_moment, label="adassp Z^T t"), partition=partition)
+
+    # post-processing: adaptive ridge and the solve
+    ridge = max(0.0, ADASSP_RIDGE_Z * math.sqrt(d) * std_gram - lam_lower)
+    system = gram_release + ridge * np.eye(d)
+    try:
+        w = np.linalg.solve(system, moment_release)
+    except np.linalg.LinAlgError:
+        w = np.linalg.lstsq(system, moment_release, rcond=None)[0]
+    info: dict[str, Any] = {
+        "ridge_lambda": ridge,
+        "lambda_min_std": std_lam,
+        "gram_std": std_gram,
+        "moment_std": std_moment,
+        "sensitivities": sens,
+        "lambda_min_release": lam_release,
+        "lambda_min_lower": lam_lower,
+        "gram": gram_release,
+        "moment": moment_release,
+        "mu": mu,
+    }
+    return w, info
+
+
+# -- DP-SGD ------------------------------------------------------------------------------------
+def dpsgd_linear(
+    Z: np.ndarray,
+    t: np.ndarray,
+    *,
+    row_bound: float,
+    target_bound: float,
+    epsilon: float,
+    delta: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: Hashable | None = "main",
+    epochs: float = 5,
+    sample_rate: float | None = None,
+    clip_norm: float | None = None,
+    learning_rate: float | None = None,
+    accountant: str = "pld",
+) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
+    """Standard DP-SGD (Abadi et al. 2016) for least squares with Poisson sampling.
+
+    For k = 1..K, with ``l_i(w) = (<z_i, w> - t_i)^2 / 2`` and per-example gradient
+    ``g_i = r_i z_i`` (``r_i = <z_i, w> - t_i``, ``||g_i|| = |r_i| ||z_i||``)::
+
+        B_k  = {i : U_i < q},  U_i ~ U(0, 1) independent          (Poisson sampling)
+        w_k  = w_{k-1} - eta ( sum_{i in B_k} clip_G(g_i) + N(0, (sigma G)^2 I) ) / (q n)
+        w    = average of w_k over the last K - floor(K/2) steps
+
+    with ``clip_G(g) = g min(1, G / ||g||)``. The sum is divided by the **expected** batch size
+    ``q n``, never the realised ``|B_k|``, which would leak.
+
+    Privacy: one :class:`PoissonSampledGaussianEvent` (``noise_multiplier = sigma``,
+    ``sample_rate = q``, ``count = K``) recorded with ``partition``. Under add/remove or zero-out
+    neighbours the clipped sum has l2 sensitivity G, and sigma is the smallest noise multiplier
+    that :func:`calibrate_dpsgd_noise` finds for (epsilon, delta) under ``accountant`` (PLD or
+    RDP, via dp_accounting). That analysis is add/remove only, so a replace-one ledger is refused.
+    The calibration covers this release alone: the ledger composes it with anything else
+    recorded. ``n`` is treated as public (it fixes q, K and the normalisation q n), as in Opacus
+    and TF Privacy; this is recorded as an assumption in ``ledger``. The trace's clip fractions
+    are non-private diagnostics.
+
+    Defaults (each a function of public quantities only):
+
+    * ``sample_rate``: q = min(1, 256 / n) (expected batch :data:`DEFAULT_EXPECTED_BATCH`), and
+      K = ceil(epochs / q) steps.
+    * ``clip_norm``: G = R T, a bound on ``||g_i|| = |t_i| ||z_i||`` at the start w = 0, so no
+      gradient is clipped at the start.
+    * ``learning_rate``: eta = 1 / R^2. The update follows the averaged gradient of
+      ``(1/n) sum_i l_i``, whose Hessian ``(1/n) Z^T Z`` has spectral norm at most R^2, so eta is
+      the classical 1/L step for every dataset that respects the bound (conservative when the
+      rows are spread over many directions, where the curvature is closer to R^2 / d).
+
+    Args:
+        Z: (n, d) transformed rows, ``||z_i|| <= row_bound``.
+        t: (n,) transformed targets, ``|t_i| <= target_bound``.
+        row_bound, target_bound: the public bounds R and T (used for the defaults only; privacy
+            comes from the gradient clipping).
+        epsilon, delta: the target guarantee of the DP-SGD release.
+        rng: randomness for the sampling and the noise.
+        ledger: an add/remove or zero-out ledger.
+        partition: disjoint data partition these rows form in ``ledger`` (None = all records).
+        epochs: expected passes over the data (K = ceil(epochs / q)).
+        sample_rate, clip_norm, learning_rate: q, G and eta (defaults above).
+        accountant: "pld" or "rdp", used to calibrate sigma.
+
+    Returns:
+        ``(w, trace, info)``: the tail average, a :class:`FitTrace` with one entry per step (clip
+        threshold G, fraction of the sampled batch that was clipped, and the noise std
+        sigma G / (q n) of the averaged gradient), and the configuration used.
+    """
+    Z, t = _check_data(Z, t)
+    R = check_positive("row_bound", row_bound)
+    T = check_positive("target_bound", target_bound)
+    epsilon = check_positive("epsilon", epsilon)
+    delta = check_probability("delta", delta)
+    epochs = check_positive("epochs", epochs)
+    _check_private_args(rng, ledger)
+    if accountant not in ("pld", "rdp"):
+        raise ValueError(f"Expected accountant in ('pld', 'rdp'), got {accountant!r}.")
+    if ledger.neighbouring is Neighbouring.REPLACE_ONE:
+        raise ValueError(
+            "DP-SGD with Poisson sampling is analysed under add/remove-one neighbours "
+            "(dp_accounting); create the ledger with neighbouring 'add-remove' or 'zero-out', "
+            "not 'replace-one'."
+        )
+    n, d = Z.shape
+    q = (
+        min(1.0, DEFAULT_EXPECTED_BATCH / n)
+        if sample_rate is None
+        else check_sample_rate("sample_rate", sample_rate)
+    )
+    G = R * T if clip_norm is None else check_positive("clip_norm", clip_norm)
+    eta = 1.0 / R**2 if learning_rate is None else check_positive("learning_rate", learning_rate)
+    # the 1e-9 keeps a float quotient such as 3 / 0.1 = 30.000000000000004 from adding a step
+    steps = max(1, math.ceil(epochs / q - 1e-9))
+
+    sigma = calibrate_dpsgd_noise(epsilon, delta, q, steps, accountant)
+    ledger.record(
+        PoissonSampledGaussianEvent(
+            noise_multiplier=sigma, sample_rate=q, count=steps, label="dp-sgd steps"
+        ),
+        partition=partition,
+    )
+    ledger.assume("the number of records n is public (DP-SGD normalises by q n)")
+
+    expected_batch = q * n
+    sum_noise_std = sigma * G
+    row_norms = np.linalg.norm(Z, axis=1)
+    w = np.zeros(d)
+    tail_start = steps // 2
+    tail_sum = np.zeros(d)
+    fractions = np.zeros(steps)
+    for k in range(steps):
+        # Poisson sampling: independent Bernoulli(q) inclusions have the law "size ~ Bin(n, q),
+        # then a uniform subset of that size", which costs O(batch) instead of O(n).
+        batch = rng.choice(n, size=rng.binomial(n, q), replace=False)
+        zb = Z[batch]
+        r = zb @ w - t[batch]
+        factors = clip_factors(np.abs(r) * row_norms[batch], G)
+        if batch.size:
+            fractions[k] = np.count_nonzero(factors < 1.0) / batch.size
+        noisy_sum = zb.T @ (r * factors) + rng.normal(0.0, sum_noise_std, size=d)
+        w = w - eta * noisy_sum / expected_batch
+        if k >= tail_start:
+            tail_sum += w
+    trace = FitTrace(
+        clip_threshold=np.full(steps, G),
+        clip_fraction=fractions,
+        noise_std=np.full(steps, sum_noise_std / expected_batch),
+    )
+    info: dict[str, Any] = {
+        "sample_rate": q,
+        "steps": steps,
+        "epochs": epochs,
+        "expected_batch_size": expected_batch,
+        "noise_multiplier": sigma,
+        "clip_norm": G,
+        "learning_rate": eta,
+        "accountant": accountant,
+        "epsilon": epsilon,
+        "delta": delta,
+    }
+    return tail_sum / (steps - tail_start), trace, info

@@ -1,0 +1,159 @@
+"""DP-SSGD (seed 000, Algorithm 1): one shuffled pass of single-example clipped noisy SGD.
+
+::
+
+    permute the records uniformly and secretly; w_0 = 0
+    for t = 0 .. N-1:
+        w_{t+1} = w_t - eta ( clip_zeta(z_t (<z_t, w_t> - t_t)) + 2 zeta alpha g_t ),  g_t ~ N(0, I)
+    return the average of the last N - floor(N/2) iterates
+
+Privacy (replace-one, notes/000.md §4.2). Each step is a Gaussian local randomizer of its one
+record: sensitivity 2 eta zeta, noise std 2 eta zeta alpha, so it is (eps0, delta0)-DP with eps0
+the exact Gaussian epsilon at delta0. The shuffled transcript is amplified by Feldman, McMillan &
+Talwar (2021): :func:`privopt.accounting.shuffled_gaussian_guarantee`, whose closed form holds
+only for eps0 <= log(N / (16 log(4/delta))). The theorem's constants replace the paper's
+unspecified c1, c2, c3. :func:`calibrate_ssgd_noise` finds the smallest alpha meeting a target
+epsilon and refuses targets outside the validity region. The permutation must stay secret.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive, check_probability
+from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, shuffled_gaussian_guarantee
+from privopt.accounting._search import feasible_boundary
+from privopt.algorithms.result import FitTrace
+
+__all__ = ["calibrate_ssgd_noise", "dp_ssgd", "max_ssgd_epsilon", "practical_learning_rate"]
+
+#: noise multipliers above this are treated as "no usable amplification regime"
+_MAX_ALPHA = 1e6
+
+
+def _epsilon_or_inf(alpha: float, n: int, delta: float) -> float:
+    try:
+        return shuffled_gaussian_guarantee(alpha, n, delta).epsilon
+    except ValueError:
+        return math.inf
+
+
+def max_ssgd_epsilon(n: int, delta: float) -> float:
+    """Largest central epsilon the FMT21 closed form can certify for n records (by bisection)."""
+    n = check_count("n", n)
+    delta = check_probability("delta", delta)
+    # The smallest valid alpha gives the largest certifiable epsilon.
+    hi = 1.0
+    while math.isinf(_epsilon_or_inf(hi, n, delta)):
+        hi *= 2.0
+        if hi > _MAX_ALPHA:
+            return 0.0
+    lo = hi / 2.0
+    for _ in range(60):
+        mid = (lo + hi) / 2.0
+        if math.isinf(_epsilon_or_inf(mid, n, delta)):
+            lo = mid
+        else:
+            hi = mid
+    return _epsilon_or_inf(hi, n, delta)
+
+
+def calibrate_ssgd_noise(epsilon: float, n: int, delta: float) -> float:
+    """Smallest noise multiplier alpha (to 1e-6 relative) certifying (epsilon, delta) by FMT21.
+
+    Raises ``ValueError`` when epsilon is above what the closed form can certify for n records.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    n = check_count("n", n)
+    delta = check_probability("delta", delta)
+    ceiling = max_ssgd_epsilon(n, delta)
+    if epsilon > ceiling:
+        raise ValueError(
+            f"DP-SSGD cannot certify epsilon={epsilon:g} with N={n}, delta={delta:g}: the "
+            f"shuffling bound (FMT21) is valid only up to epsilon={ceiling:.4g} here "
+            "(local epsilon0 <= log(N / (16 log(4/delta)))). Use method='ambssgd', or more data."
+        )
+    good = 1.0
+    while _epsilon_or_inf(good, n, delta) > epsilon:
+        good *= 2.0
+    return feasible_boundary(
+        lambda a: _epsilon_or_inf(a, n, delta) - epsilon, good=good, bad=good / 2.0, rtol=1e-6
+    )
+
+
+def practical_learning_rate(row_bound: float, dim: int, noise_multiplier: float) -> float:
+    """eta = min(1 / (2 R^2), 1 / (R^2 d alpha^2)).
+
+    Theorem 6's step size without its polylog factors and proof constants (c1 = 1/13440 makes
+    the literal value ~1e-13 at N = 10^5, i.e. no progress): the first term is Lemma 8's
+    stability condition, the second keeps the stationary privacy noise eta zeta^2 alpha^2 d / mu
+    of order zeta^2 / R^2.
+    """
+    r2 = check_positive("row_bound", row_bound) ** 2
+    alpha = check_positive("noise_multiplier", noise_multiplier)
+    return min(1.0 / (2.0 * r2), 1.0 / (r2 * check_count("dim", dim) * alpha**2))
+
+
+def dp_ssgd(
+    Z: np.ndarray,
+    t: np.ndarray,
+    *,
+    noise_multiplier: float,
+    clip: float,
+    learning_rate: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: object = "main",
+) -> tuple[np.ndarray, FitTrace, dict]:
+    """Run DP-SSGD on bounded data; record the shuffled pass in ``ledger`` (replace-one).
+
+    ``partition`` names the records this pass touches (all of ``Z``), so that releases on other,
+    disjoint records (private preprocessing) compose in parallel with it.
+
+    The trace summarises the N steps in chunks of about N/100 steps (one entry per chunk) so that
+    it stays small: clip threshold, fraction clipped in the chunk, per-step noise std.
+    """
+    if ledger.neighbouring.value != "replace-one":
+        raise ValueError("DP-SSGD is accounted under replace-one neighbours (shuffle model).")
+    alpha = check_positive("noise_multiplier", noise_multiplier)
+    zeta = check_positive("clip", clip)
+    eta = check_positive("learning_rate", learning_rate)
+    Z = np.asarray(Z, dtype=float)
+    t = np.asarray(t, dtype=float)
+    n, p = Z.shape
+    check_count("N", n, minimum=2)
+    order = rng.permutation(n)  # secret
+    std = 2.0 * eta * zeta * alpha
+    w = np.zeros(p)
+    tail_sum = np.zeros(p)
+    tail_start = n // 2
+    clipped = np.zeros(n, dtype=bool)
+    block = 4096  # noise is drawn in blocks: O(block * p) memory
+    for start in range(0, n, block):
+        noise = rng.standard_normal((min(block, n - start), p)) * std
+        for offset, i in enumerate(order[start : start + block]):
+            z = Z[i]
+            r = float(z @ w) - t[i]
+            norm = abs(r) * math.sqrt(float(z @ z))
+            factor = 1.0
+            if norm > zeta:
+                factor = zeta / norm
+                if factor * norm > zeta:  # never let rounding exceed the clip
+                    factor = math.nextafter(factor, 0.0)
+                clipped[start + offset] = True
+            w = w - (eta * r * factor) * z - noise[offset]
+            if start + offset >= tail_start:
+                tail_sum += w
+    ledger.record(
+        ShuffledGaussianEvent(alpha, n, label="shuffled single-example steps"), partition=partition
+    )
+    chunks = np.array_split(np.arange(n), min(100, n))
+    trace = FitTrace(
+        clip_threshold=np.full(len(chunks), zeta),
+        clip_fraction=np.array([clipped[c].mean() for c in chunks]),
+        noise_std=np.full(len(chunks), std),
+    )
+    info = {"noise_multiplier": alpha, "clip": zeta, "learning_rate": eta, "steps": n}
+    return tail_sum / (n - tail_start), trace, info

@@ -1,0 +1,19 @@
+"""Datasets: synthetic generators with exact oracle quantities, and CSV/Parquet loaders.
+
+- :func:`make_linear_regression` draws the linear-regression model of seed 000
+  (notes/000.md §2.3) and returns the sample with its population oracle
+  (:class:`LinearRegressionData`: ``H``, ``mu``, ``kappa``, ``R_x_squared``, ``excess_risk``...).
+- :func:`load_table` and :func:`load_features` read numeric CSV/Parquet tables into float64
+  arrays, refusing missing, non-numeric or non-finite columns with a clear error.
+"""
+
+from privopt.datasets.loaders import Table, load_features, load_table
+from privopt.datasets.synthetic import LinearRegressionData, make_linear_regression
+
+__all__ = [
+    "LinearRegressionData",
+    "Table",
+    "load_features",
+    "load_table",
+    "make_linear_regression",
+]

@@ -1,0 +1,239 @@
+"""Numeric tables from CSV and Parquet files, checked before they reach a private algorithm.
+
+The loaders read with pyarrow (imported on first use, so that ``privopt.datasets`` stays cheap
+to import) and return float64 arrays. They refuse, with one sentence naming the problem, every
+table that would otherwise turn into a silent NaN or a wrong shape downstream: a missing or
+ambiguous column, a non-numeric column, missing, NaN or infinite values, an empty table.
+Categorical encoding and imputation are the caller's job; for private training they must use
+public knowledge or be privatised themselves.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import numpy as np
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+__all__ = ["Table", "load_features", "load_table"]
+
+_CSV_SUFFIXES = (".csv", ".csv.gz")
+_PARQUET_SUFFIXES = (".parquet", ".pq")
+
+
+@dataclass(frozen=True, eq=False)
+class Table:
+    """A numeric design matrix and target read from a file.
+
+    Attributes
+    ----------
+    X : ndarray of shape (n, d), float64
+        Feature columns, in the order of ``feature_names``.
+    y : ndarray of shape (n,), float64
+        The target column.
+    feature_names : tuple of str
+        Names of the columns of ``X``.
+    target : str
+        Name of the target column.
+    """
+
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    target: str
+
+
+def load_table(
+    path: str | os.PathLike[str],
+    target: str,
+    *,
+    features: Sequence[str] | None = None,
+) -> Table:
+    """Read a CSV (``.csv``, ``.csv.gz``) or Parquet (``.parquet``, ``.pq``) file as a `Table`.
+
+    Parameters
+    ----------
+    path : str or path-like
+        The file; its suffix selects the reader. CSV files need a header row.
+    target : str
+        Name of the target column.
+    features : sequence of str, optional
+        Feature columns, in the order wanted for ``X``. ``None`` takes every column except the
+        target, in file order.
+
+    Returns
+    -------
+    Table
+        ``X`` of shape ``(n, d)`` and ``y`` of shape ``(n,)``, both float64.
+
+    Raises
+    ------
+    FileNotFoundError
+        If ``path`` does not exist.
+    ValueError
+        If the suffix is unknown, the file cannot be parsed, a requested column is missing or
+        appears twice, a column is not numeric (integer, floating, boolean or decimal), a column
+        has missing, NaN or infinite values, or the table has no rows.
+    """
+    if not isinstance(target, str):
+        raise ValueError(f"Expected target to be a column name (str), got {target!r}.")
+    names = None if features is None else _check_names("features", features)
+    table = _read(path)
+    if names is None:
+        names = tuple(name for name in table.column_names if name != target)
+        if not names:
+            raise ValueError(f"{os.fspath(path)!r} has no columns besides the target {target!r}.")
+    if target in names:
+        raise ValueError(f"Column {target!r} is the target and cannot also be a feature.")
+    columns = _numeric_columns(table, path, (target, *names))
+    return Table(
+        X=_stack(columns[1:], table.num_rows),
+        y=columns[0],
+        feature_names=names,
+        target=target,
+    )
+
+
+def load_features(path: str | os.PathLike[str], feature_names: Sequence[str]) -> np.ndarray:
+    """Read the named feature columns of a CSV or Parquet file, e.g. to predict on new data.
+
+    Applies the checks of :func:`load_table` without a target column.
+
+    Parameters
+    ----------
+    path : str or path-like
+        A ``.csv``, ``.csv.gz``, ``.parquet`` or ``.pq`` file with a header.
+    feature_names : sequence of str
+        The columns to read, in the order of the returned matrix (typically the
+        ``feature_names`` of the training `Table`).
+
+    Returns
+    -------
+    ndarray of shape (n, d), float64
+    """
+    names = _check_names("feature_names", feature_names)
+    table = _read(path)
+    return _stack(_numeric_columns(table, path, names), table.num_rows)
+
+
+def _check_names(argument: str, names: Sequence[str]) -> tuple[str, ...]:
+    """Return ``names`` as a tuple of distinct strings, at least one."""
+    if isinstance(names, str):
+        raise ValueError(f"Expected {argument} to be a sequence of column names, got {names!r}.")
+    out = tuple(names)
+    if not out:
+        raise ValueError(f"Expected {argument} to name at least one column, got none.")
+    for name in out:
+        if not isinstance(name, str):
+            raise ValueError(f"Expected {argument} to hold column names (str), got {name!r}.")
+    duplicates = sorted({name for name in out if out.count(name) > 1})
+    if duplicates:
+        raise ValueError(f"Expected distinct {argument}, got {', '.join(map(repr, duplicates))}.")
+    return out
+
+
+def _read(path: str | os.PathLike[str]) -> pa.Table:
+    """Read the whole file with pyarrow, choosing the reader by suffix."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+    import pyarrow.parquet as pa_parquet
+
+    path = Path(path)
+    name = path.name.lower()
+    if name.endswith(_CSV_SUFFIXES):
+        reader, kind = pa_csv.read_csv, "CSV"
+    elif name.endswith(_PARQUET_SUFFIXES):
+        reader, kind = pa_parquet.read_table, "Parquet"
+    else:
+        supported = ", ".join(_CSV_SUFFIXES + _PARQUET_SUFFIXES)
+        raise ValueError(f"Cannot read {str(path)!r}: unknown file type (supported: {supported}).")
+    if not path.is_file():
+        raise FileNotFoundError(f"No such file: {str(path)!r}.")
+    try:
+        return reader(path)
+    except pa.ArrowException as error:
+        raise ValueError(f"Cannot read {str(path)!r} as {kind}: {error}") from error
+
+
+def _numeric_columns(
+    table: pa.Table, path: str | os.PathLike[str], names: tuple[str, ...]
+) -> list[np.ndarray]:
+    """Check the named columns exist once, are numeric and finite; return them as float64."""
+    import pyarrow as pa
+
+    available = table.column_names
+    for name in names:
+        count = available.count(name)
+        if count == 0:
+            raise ValueError(
+                f"Column {name!r} is not in {os.fspath(path)!r}; "
+                f"available columns: {', '.join(map(repr, available))}."
+            )
+        if count > 1:
+            raise ValueError(f"Column {name!r} appears {count} times in {os.fspath(path)!r}.")
+    if table.num_rows == 0:
+        raise ValueError(f"The table in {os.fspath(path)!r} has no rows.")
+
+    out = []
+    for name in names:
+        column = table.column(name)
+        kind = column.type
+        if pa.types.is_null(kind):
+            # Every value empty: pyarrow could not even infer a type.
+            raise ValueError(
+                f"Column {name!r} has {table.num_rows} missing values out of {table.num_rows}."
+            )
+        if not (
+            pa.types.is_integer(kind)
+            or pa.types.is_floating(kind)
+            or pa.types.is_boolean(kind)
+            or pa.types.is_decimal(kind)
+        ):
+            raise ValueError(
+                f"Column {name!r} is not numeric (type {kind}{_example(column)}); encode it "
+                "as numbers or leave it out."
+            )
+        values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)  # nulls become NaN
+        missing = int(np.count_nonzero(np.isnan(values)))
+        infinite = int(np.count_nonzero(np.isinf(values)))
+        if missing or infinite:
+            problems = [
+                f"{count} {what}"
+                for count, what in ((missing, "missing or NaN"), (infinite, "infinite"))
+                if count
+            ]
+            raise ValueError(
+                f"Column {name!r} has {' and '.join(problems)} values out of {table.num_rows}."
+            )
+        out.append(np.ascontiguousarray(values, dtype=np.float64))
+    return out
+
+
+def _example(column: pa.ChunkedArray) -> str:
+    """Describe the first string value that does not parse as a number, if there is one."""
+    import pyarrow as pa
+
+    if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
+        return ""
+    for value in column.to_pylist():
+        if value is None:
+            continue
+        try:
+            float(value)
+        except ValueError:
+            return f", e.g. {value!r}"
+    return ""
+
+
+def _stack(columns: list[np.ndarray], n_rows: int) -> np.ndarray:
+    """Stack float64 columns into a C-contiguous (n, d) matrix."""
+    out = np.empty((n_rows, len(columns)), dtype=np.float64)
+    for j, column in enumerate(columns):
+        out[:, j] = column
+    return out

@@ -1,0 +1,229 @@
+"""Tests of the CSV/Parquet loaders: exact round trips on small files, and every refusal."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from privopt.datasets import Table, load_features, load_table
+
+# tests/datasets/test_loaders.py -> parents[2] is the repository root; shared/ is its sibling.
+SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+
+SMALL_CSV = "a,target,b,c\n1,10.5,0.25,true\n2,-3,6.25e-2,false\n3,0,-7.125,true\n"
+SMALL_X = np.array([[1.0, 0.25, 1.0], [2.0, 0.0625, 0.0], [3.0, -7.125, 1.0]])
+SMALL_Y = np.array([10.5, -3.0, 0.0])
+
+
+def _write_csv(tmp_path: Path, text: str, name: str = "data.csv") -> Path:
+    path = tmp_path / name
+    if name.lower().endswith(".gz"):
+        path.write_bytes(gzip.compress(text.encode()))
+    else:
+        path.write_text(text)
+    return path
+
+
+def _write_parquet(tmp_path: Path, columns: dict, name: str = "data.parquet") -> Path:
+    path = tmp_path / name
+    pq.write_table(pa.table(columns), path)
+    return path
+
+
+def _small_parquet_columns() -> dict:
+    return {
+        "a": pa.array([1, 2, 3], pa.int32()),
+        "target": pa.array([10.5, -3.0, 0.0]),
+        "b": pa.array([0.25, 0.0625, -7.125], pa.float32()),  # exact in float32
+        "c": pa.array([True, False, True]),
+    }
+
+
+# --- round trips --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["data.csv", "data.csv.gz", "DATA.CSV"])
+def test_csv_round_trip(tmp_path: Path, name: str) -> None:
+    table = load_table(_write_csv(tmp_path, SMALL_CSV, name), "target")
+    assert isinstance(table, Table)
+    assert table.feature_names == ("a", "b", "c")
+    assert table.target == "target"
+    assert table.X.dtype == np.float64 and table.y.dtype == np.float64
+    assert table.X.flags.c_contiguous
+    np.testing.assert_array_equal(table.X, SMALL_X)
+    np.testing.assert_array_equal(table.y, SMALL_Y)
+
+
+@pytest.mark.parametrize("name", ["data.parquet", "data.pq"])
+def test_parquet_round_trip(tmp_path: Path, name: str) -> None:
+    table = load_table(_write_parquet(tmp_path, _small_parquet_columns(), name), "target")
+    assert table.feature_names == ("a", "b", "c")
+    np.testing.assert_array_equal(table.X, SMALL_X)
+    np.testing.assert_array_equal(table.y, SMALL_Y)
+
+
+def test_features_select_and_order_columns(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV)
+    features = ["c", "a"]
+    table = load_table(path, "b", features=features)
+    assert features == ["c", "a"]  # the argument is not modified
+    assert table.feature_names == ("c", "a")
+    np.testing.assert_array_equal(table.X, SMALL_X[:, [2, 0]])
+    np.testing.assert_array_equal(table.y, SMALL_X[:, 1])
+
+
+def test_load_features_matches_load_table(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV)
+    table = load_table(path, "target")
+    np.testing.assert_array_equal(load_features(path, table.feature_names), table.X)
+    np.testing.assert_array_equal(load_features(path, ("target",)), SMALL_Y[:, None])
+    # A prediction file may lack the target column.
+    no_target = _write_csv(tmp_path, "a,b,c\n1,2,3\n", "predict.csv")
+    np.testing.assert_array_equal(load_features(no_target, ["c", "a"]), [[3.0, 1.0]])
+
+
+def test_file_is_not_modified(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV)
+    load_table(path, "target")
+    assert path.read_text() == SMALL_CSV
+
+
+# --- refusals -----------------------------------------------------------------------------------
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(FileNotFoundError, match=r"nope\.csv"):
+        load_table(tmp_path / "nope.csv", "y")
+    with pytest.raises(FileNotFoundError, match=r"nope\.parquet"):
+        load_features(tmp_path / "nope.parquet", ["x"])
+
+
+@pytest.mark.parametrize("name", ["data.txt", "data.xlsx", "data.tsv", "data", "data.gz"])
+def test_unknown_extension(tmp_path: Path, name: str) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV, name)
+    with pytest.raises(ValueError, match=r"unknown file type \(supported: .csv, .csv.gz"):
+        load_table(path, "target")
+
+
+def test_missing_target_lists_available_columns(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV)
+    with pytest.raises(
+        ValueError, match=r"Column 'y' is not in .*available columns: 'a', 'target'"
+    ):
+        load_table(path, "y")
+
+
+def test_missing_feature(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV)
+    with pytest.raises(ValueError, match="Column 'd' is not in"):
+        load_table(path, "target", features=["a", "d"])
+    with pytest.raises(ValueError, match="Column 'd' is not in"):
+        load_features(path, ["d"])
+
+
+def test_non_numeric_column_is_named_with_an_offending_value(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, "x,age,y\n1,39,0\n2,?,1\n")
+    with pytest.raises(ValueError, match=r"Column 'age' is not numeric \(type string, e.g. '\?'\)"):
+        load_table(path, "y")
+    parquet = _write_parquet(tmp_path, {"x": [1.0], "label": ["yes"]})
+    with pytest.raises(ValueError, match="Column 'label' is not numeric"):
+        load_table(parquet, "label")
+
+
+@pytest.mark.parametrize(
+    ("text", "match"),
+    [
+        ("x,y\n1,1\n,2\n3,3\n4,4\n", "Column 'x' has 1 missing or NaN values out of 4"),
+        ("x,y\n1,1\nNaN,2\nnan,3\n", "Column 'x' has 2 missing or NaN values out of 3"),
+        ("x,y\n1,1\n2,inf\n3,-inf\n", "Column 'y' has 2 infinite values out of 3"),
+        ("x,y\ninf,1\n,2\n", "Column 'x' has 1 missing or NaN and 1 infinite values out of 2"),
+        ("x,y\n,1\n,2\n", "Column 'x' has 2 missing values out of 2"),
+    ],
+)
+def test_missing_and_infinite_values_are_counted(tmp_path: Path, text: str, match: str) -> None:
+    with pytest.raises(ValueError, match=match):
+        load_table(_write_csv(tmp_path, text), "y")
+
+
+def test_parquet_nulls_and_nans_are_counted(tmp_path: Path) -> None:
+    columns = {"x": pa.array([1.0, None, float("nan"), 2.0]), "y": pa.array([1, None, 3, 4])}
+    path = _write_parquet(tmp_path, columns)
+    with pytest.raises(ValueError, match="Column 'y' has 1 missing or NaN values out of 4"):
+        load_table(path, "y")
+    with pytest.raises(ValueError, match="Column 'x' has 2 missing or NaN values out of 4"):
+        load_features(path, ["x"])
+
+
+def test_empty_table(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="has no rows"):
+        load_table(_write_csv(tmp_path, "x,y\n"), "y")
+    empty = _write_parquet(
+        tmp_path, {"x": pa.array([], pa.float64()), "y": pa.array([], pa.int64())}
+    )
+    with pytest.raises(ValueError, match="has no rows"):
+        load_features(empty, ["x"])
+
+
+def test_ambiguous_and_conflicting_column_requests(tmp_path: Path) -> None:
+    path = _write_csv(tmp_path, SMALL_CSV)
+    with pytest.raises(ValueError, match="appears 2 times"):
+        load_table(_write_csv(tmp_path, "x,y,x\n1,2,3\n", "dup.csv"), "y")
+    with pytest.raises(ValueError, match="Expected distinct features, got 'a'"):
+        load_table(path, "target", features=["a", "b", "a"])
+    with pytest.raises(ValueError, match="is the target and cannot also be a feature"):
+        load_table(path, "target", features=["a", "target"])
+    with pytest.raises(ValueError, match="sequence of column names"):
+        load_table(path, "target", features="a")
+    with pytest.raises(ValueError, match="at least one column"):
+        load_table(path, "target", features=[])
+    with pytest.raises(ValueError, match="column names"):
+        load_features(path, ["a", 1])
+    with pytest.raises(ValueError, match="target to be a column name"):
+        load_table(path, 0)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match="no columns besides the target 'y'"):
+        load_table(_write_csv(tmp_path, "y\n1\n", "only.csv"), "y")
+
+
+def test_unparseable_files(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match="as CSV"):
+        load_table(_write_csv(tmp_path, "x,y\n1,2\n3,4,5\n"), "y")
+    bad = tmp_path / "bad.parquet"
+    bad.write_bytes(b"not parquet at all")
+    with pytest.raises(ValueError, match="as Parquet"):
+        load_table(bad, "y")
+
+
+# --- the shared real datasets -------------------------------------------------------------------
+
+
+def _shared(name: str) -> Path:
+    path = SHARED_DATA / name
+    if not path.is_file():
+        pytest.skip(f"shared data file {path} is not available")
+    return path
+
+
+def test_ccpp_power_plant() -> None:
+    # shared/data/README.md: 9,568 rows, columns AT, V, AP, RH, PE; target PE in MW.
+    table = load_table(_shared("ccpp_power_plant.csv"), "PE")
+    assert table.X.shape == (9568, 4)
+    assert table.feature_names == ("AT", "V", "AP", "RH")
+    assert table.target == "PE"
+    np.testing.assert_array_equal(table.X[0], [8.34, 40.77, 1010.84, 90.01])
+    assert table.y[0] == 480.48
+    assert 400.0 < table.y.min() < table.y.max() < 500.0
+
+
+def test_adult_numeric_columns_load_and_categorical_ones_are_refused() -> None:
+    path = _shared("adult.csv")
+    table = load_table(path, "hours_per_week", features=["age", "education_num", "capital_gain"])
+    assert table.X.shape == (32561, 3)
+    with pytest.raises(ValueError, match=r"Column 'income' is not numeric .*'<=50K'"):
+        load_table(path, "income", features=["age"])
+    with pytest.raises(ValueError, match="Column 'workclass' is not numeric"):
+        load_table(path, "age")
