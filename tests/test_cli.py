@@ -4,6 +4,7 @@ import json
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from privopt.cli import main
@@ -168,9 +169,10 @@ def test_bad_arguments_exit_nonzero_with_one_line(capsys, argv, needle):
 
 
 def test_demo_runs(capsys):
-    code, out, _ = run(capsys, "demo")
+    code, out, _ = run(capsys, "demo", "--n-samples", "40000", "--n-features", "5")
     assert code == 0
-    assert "Privacy report" in out
+    for needle in ("OLS (not private)", "ambssgd", "dpsgd", "adassp", "x OLS"):
+        assert needle in out
 
 
 def test_console_script_entry_point():
@@ -277,3 +279,128 @@ def test_noise_bad_arguments(capsys, argv, needle):
     assert code == 2
     lines = [line for line in err.splitlines() if line.strip()]
     assert len(lines) == 1 and needle in lines[0], err
+
+
+def _write_csv(path, X, y, names=("a", "b", "c"), target="y"):
+    lines = [",".join([*names, target])]
+    lines += [",".join(f"{v:.10g}" for v in [*row, t]) for row, t in zip(X, y, strict=True)]
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def regression_csv(tmp_path):
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(30_000, 3))
+    y = X @ np.array([1.0, -2.0, 0.5]) + 3.0 + rng.normal(size=30_000)
+    path = tmp_path / "train.csv"
+    _write_csv(path, X, y)
+    return path, X, y
+
+
+def test_fit_json_and_predict(capsys, tmp_path, regression_csv):
+    path, X, _ = regression_csv
+    model_path = tmp_path / "model.json"
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    args = ["fit", str(path), "--target", "y", "--epsilon", "2", "--delta", "1e-6"]
+    args += ["--method", "adassp", "--out", str(model_path), "--seed", "0", "--json"]
+    code, out, err = run(capsys, *args, "--bounds", str(bounds))
+    assert code == 0, err
+    data = json.loads(out)
+    for key in ("epsilon", "delta", "rho", "method", "coef", "intercept"):
+        assert key in data
+    assert data["epsilon"] <= 2.0 + 1e-9 and data["method"] == "adassp"
+    np.testing.assert_allclose(data["coef"], [1.0, -2.0, 0.5], atol=0.1)
+    assert data["intercept"] == pytest.approx(3.0, abs=0.1)
+    saved = json.loads(model_path.read_text())
+    assert saved["coef"] == data["coef"]
+    code, out, err = run(capsys, "predict", str(model_path), str(path), "--json")
+    assert code == 0, err
+    predictions = np.array(json.loads(out)["predictions"])
+    # the CSV holds X to 10 significant digits
+    expected = X @ np.array(data["coef"]) + data["intercept"]
+    np.testing.assert_allclose(predictions, expected, rtol=1e-6, atol=1e-8)
+
+
+def test_fit_with_public_bounds_parquet_and_table_output(capsys, tmp_path, regression_csv):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    _, X, y = regression_csv
+    parquet = tmp_path / "train.parquet"
+    pq.write_table(pa.table({"a": X[:, 0], "b": X[:, 1], "c": X[:, 2], "y": y}), parquet)
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    model_path = tmp_path / "m.json"
+    code, out, err = run(
+        capsys,
+        "fit",
+        str(parquet),
+        "--target",
+        "y",
+        "--bounds",
+        str(bounds),
+        "--out",
+        str(model_path),
+        "--seed",
+        "1",
+    )
+    assert code == 0, err
+    assert "Privacy report" in out and "public bounds" in out
+    preds = tmp_path / "p.csv"
+    code, _, err = run(capsys, "predict", str(model_path), str(parquet), "--out", str(preds))
+    assert code == 0, err
+    assert preds.read_text().splitlines()[0] == "prediction"
+    assert len(preds.read_text().splitlines()) == X.shape[0] + 1
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--target", "missing"], "missing"),
+        (["--target", "y", "--epsilon", "0"], "epsilon"),
+        (["--target", "y", "--delta", "2"], "delta"),
+        (["--target", "y", "--method", "magic"], "method"),
+    ],
+)
+def test_fit_bad_arguments(capsys, tmp_path, regression_csv, args, needle):
+    path, _, _ = regression_csv
+    code, _, err = run(capsys, "fit", str(path), "--out", str(tmp_path / "m.json"), *args)
+    assert code == 2
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert len(lines) == 1 and needle in lines[-1], err
+
+
+def test_fit_rejects_non_numeric_and_small_data(capsys, tmp_path):
+    bad = tmp_path / "bad.csv"
+    bad.write_text("a,y\nx,1\ny,2\n")
+    code, _, err = run(capsys, "fit", str(bad), "--target", "y", "--out", str(tmp_path / "m"))
+    assert (code == 2 and "non-numeric" in err.lower()) or "numeric" in err
+    small = tmp_path / "small.csv"
+    rng = np.random.default_rng(0)
+    _write_csv(small, rng.normal(size=(100, 3)), rng.normal(size=100))
+    code, _, err = run(capsys, "fit", str(small), "--target", "y", "--out", str(tmp_path / "m"))
+    assert code == 2 and "rows" in err
+
+
+def test_predict_rejects_a_non_model(capsys, tmp_path, regression_csv):
+    path, _, _ = regression_csv
+    fake = tmp_path / "fake.json"
+    fake.write_text("{}")
+    code, _, err = run(capsys, "predict", str(fake), str(path))
+    assert code == 2 and "model" in err
+
+
+def test_fit_with_private_bounds(capsys, tmp_path, regression_csv):
+    path, _, _ = regression_csv
+    args = ["fit", str(path), "--target", "y", "--out", str(tmp_path / "m.json")]
+    code, out, err = run(capsys, *args, "--seed", "0", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["epsilon"] <= 1.0 + 1e-9
+    labels = {e["label"] for e in data["privacy_report"]["events"]}
+    assert "private row-norm bound" in labels and "adassp Z^T t" in labels

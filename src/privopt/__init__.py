@@ -1,11 +1,14 @@
 """privopt: differentially private optimisation with exact, stated privacy accounting.
 
 Subpackages follow the pipeline of every private training algorithm (see ARCHITECTURE.md):
-``accounting`` (events, ledger, report) is the foundation every algorithm records into.
+``accounting`` (events, ledger, report) is the foundation every algorithm records into;
+``noise`` holds the correlated-noise mechanisms; ``clipping``, ``algorithms`` and
+``estimators`` build private models on top.
 """
 
 from privopt.accounting import PrivacyLedger, PrivacyReport
+from privopt.estimators import DPLinearRegression
 
 __version__ = "0.1.0"
 
-__all__ = ["PrivacyLedger", "PrivacyReport", "__version__"]
+__all__ = ["DPLinearRegression", "PrivacyLedger", "PrivacyReport", "__version__"]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import numbers
 from typing import Any
@@ -16,8 +17,8 @@ from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
 from privopt.algorithms.baselines import adassp, dpsgd_linear
 from privopt.algorithms.preprocess import (
     MIN_CHUNK_ROWS,
-    PRIVATE_RELEASES,
     LinearBounds,
+    preprocessing_rows_needed,
     private_bounds,
     private_second_moment,
     public_bounds,
@@ -135,11 +136,12 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         bounds, order = self._bounds(X, y, order, mu, rng, ledger)
         second_moment_rows = None
         if method == "ambssgd":
-            m = max(MIN_CHUNK_ROWS, int(self.preprocess_fraction * n / (PRIVATE_RELEASES + 1)))
+            m = max(MIN_CHUNK_ROWS, int(self.preprocess_fraction * n / 7))
             self._check_rows(order.size, m + 2, "DP-AMBSSGD's private second moment")
             second_moment_rows, order = order[:m], order[m:]
         Z, t = bounds.transform(X[order], y[order])
         w, trace, info = self._run(method, Z, t, bounds, X, second_moment_rows, mu, rng, ledger)
+        bounds = info.pop("_bounds", bounds)  # a method may rescale the intercept column
         self.coef_, self.intercept_ = bounds.to_original(w)
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
@@ -149,7 +151,8 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
     def _check_rows(self, available: int, needed: int, what: str) -> None:
         if available < needed:
             raise ValueError(
-                f"Too few rows: {what} needs at least {needed} rows, {available} are available."
+                f"Too few rows: {what} needs at least {needed} rows, {available} are available. "
+                "Give public feature_bounds and target_bounds to skip private preprocessing."
             )
 
     def _bounds(self, X, y, order, mu, rng, ledger) -> tuple[LinearBounds, np.ndarray]:
@@ -169,8 +172,10 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
                 raise ValueError("target_bounds must be a (low, high) pair.")
             ledger.assume("features and target clipped to the public bounds given by the user")
             return public_bounds(fb, (tb[0], tb[1]), self.fit_intercept), order
-        m = max(PRIVATE_RELEASES * MIN_CHUNK_ROWS, int(self.preprocess_fraction * order.size))
-        self._check_rows(order.size, m + 2, "private preprocessing (no public bounds given)")
+        m = max(preprocessing_rows_needed(mu), int(self.preprocess_fraction * order.size))
+        self._check_rows(
+            order.size, 2 * m, "private preprocessing (no public bounds given) and the fit"
+        )
         bounds = private_bounds(
             X, y, order[:m], mu=mu, rng=rng, ledger=ledger, fit_intercept=self.fit_intercept
         )
@@ -212,26 +217,35 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
                 rng=rng,
                 ledger=ledger,
             )
-        # ambssgd: step size from a private second moment of the transformed rows
+        # ambssgd: a private second moment of the centred, clipped features (its own disjoint
+        # slice) sets the step size and the scale of the intercept column, so that the constant
+        # column has the average feature's second moment and does not dominate ||H||.
+        plain = dataclasses.replace(bounds, intercept_scale=0.0)
         moment = private_second_moment(
-            bounds.transform(X[second_moment_rows]),
+            plain.transform(X[second_moment_rows]),
             np.arange(second_moment_rows.size),
-            row_bound=bounds.row_bound,
+            row_bound=bounds.x_radius,
             mu=mu,
             rng=rng,
             ledger=ledger,
         )
+        if self.fit_intercept:
+            scale = math.sqrt(moment.trace / X.shape[1])
+            bounds = dataclasses.replace(bounds, intercept_scale=scale)
+            Z[:, -1] = scale
+        h_norm = max(moment.h_norm, bounds.intercept_scale**2)
         config = practical_config(
             n,
             epsilon=self.epsilon,
             delta=self.delta,
             row_bound=bounds.row_bound,
             target_bound=bounds.y_radius,
-            h_norm=moment.h_norm,
-            row_norm_sq=moment.row_norm_sq,
-            kappa=moment.kappa,
+            h_norm=h_norm,
+            row_norm_sq=moment.row_norm_sq + bounds.intercept_scale**2,
+            kappa=1.0,  # a noisy lambda_min is unreliable; T = ceil(0.5 ln N) rounds
         )
-        return dp_ambssgd(Z, t, config, rng=rng, ledger=ledger)
+        w, trace, info = dp_ambssgd(Z, t, config, rng=rng, ledger=ledger)
+        return w, trace, {**info, "_bounds": bounds}
 
     # -- prediction ----------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:

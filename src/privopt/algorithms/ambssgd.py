@@ -37,6 +37,7 @@ import numpy as np
 from privopt._validate import (
     check_count,
     check_finite,
+    check_nonnegative,
     check_positive,
     check_probability,
 )
@@ -91,6 +92,11 @@ class AMBSSGDConfig:
         check_positive("clip_scale", self.clip_scale)
         check_positive("domain", self.domain)
         check_count("stat_queries", self.stat_queries)
+        if isinstance(self.margin, str):
+            if self.margin != "auto":
+                raise ValueError(f"Expected margin 'auto' or a number >= 0, got {self.margin!r}.")
+        else:
+            check_nonnegative("margin", self.margin)
 
     @property
     def records_needed(self) -> int:
@@ -224,14 +230,20 @@ def practical_config(
         ("kappa", kappa),
     ):
         check_positive(name, value)
-    steps = max(4, math.ceil(c1 * min(kappa, max_kappa) * math.log(n)))
-    steps += steps % 2
     alpha_s, alpha_g = noise_multipliers(epsilon, delta, stat_budget, "gdp")
     margin = dp_stat_margin(alpha_s, stat_queries)
-    stat_size = max(math.ceil(n / (steps * 1.0 / stat_fraction)), math.ceil(4.0 * margin))
-    batch_size = n // steps - stat_size
+
+    def layout(rows: int) -> tuple[int, int, int]:
+        t_ = max(4, math.ceil(c1 * min(kappa, max_kappa) * math.log(rows)))
+        t_ += t_ % 2
+        s_ = max(math.ceil(rows * stat_fraction / t_), math.ceil(4.0 * margin))
+        return t_, s_, rows // t_ - s_
+
+    steps, stat_size, batch_size = layout(n)
     if batch_size < stat_size:
-        needed = steps * 2 * stat_size
+        needed = n
+        while layout(needed)[2] < layout(needed)[1]:  # T grows with N: search the real minimum
+            needed = max(needed + 1, int(needed * 1.05))
         raise ValueError(
             f"N={n} is too small for DP-AMBSSGD at epsilon={epsilon:g}, delta={delta:g}: each of "
             f"the {steps} rounds needs {stat_size} DP-STAT rows plus at least as many gradient "

@@ -16,26 +16,43 @@ import numpy as np
 
 from privopt._validate import check_nonnegative
 
-__all__ = ["clip_factors", "clip_rows"]
+__all__ = ["clip_factors", "clip_rows", "row_norms"]
 
 _TINY = np.finfo(float).tiny
 
 
+def row_norms(rows: np.ndarray) -> np.ndarray:
+    """l2 norms of the rows (last axis), computed with rescaling so that neither huge entries
+    (whose squares overflow) nor tiny ones (whose squares underflow) give a wrong norm."""
+    rows = np.asarray(rows, dtype=float)
+    scale = np.max(np.abs(rows), axis=-1, keepdims=True) if rows.size else np.zeros(rows.shape)
+    safe = np.where(scale > 0, scale, 1.0)
+    return (np.linalg.norm(rows / safe, axis=-1, keepdims=True) * scale)[..., 0]
+
+
 def clip_factors(norms: np.ndarray, threshold: float) -> np.ndarray:
-    """Scale factors ``min(1, threshold / norm)`` so that ``factor * norm <= threshold``."""
+    """Scale factors ``min(1, threshold / norm)`` so that ``factor * norm <= threshold``.
+
+    Norms at or below the threshold (zero and subnormal ones included) get factor exactly 1.
+    """
     threshold = check_nonnegative("threshold", threshold)
-    norms = np.asarray(norms, dtype=float)
+    norms = np.atleast_1d(np.asarray(norms, dtype=float))
     if not np.all(np.isfinite(norms)):
         raise ValueError("Cannot clip non-finite values (NaN or inf in the gradients).")
-    factors = np.minimum(1.0, threshold / np.maximum(norms, _TINY))
-    over = factors * norms > threshold
-    if np.any(over):  # rounding pushed a clipped norm above the threshold: step down one ulp
-        factors[over] = np.nextafter(factors[over], 0.0)
+    over = norms > threshold
+    factors = np.ones_like(norms)
+    factors[over] = threshold / norms[over]
+    overshoot = factors * norms > threshold
+    while np.any(overshoot):  # rounding pushed a clipped norm above the threshold: step down
+        factors[overshoot] = np.nextafter(factors[overshoot], 0.0)
+        overshoot = factors * norms > threshold
     return factors
 
 
 def clip_rows(rows: np.ndarray, threshold: float) -> np.ndarray:
     """Rows of ``rows`` clipped to l2 norm ``threshold`` (a new array; the input is unchanged)."""
     rows = np.asarray(rows, dtype=float)
-    norms = np.linalg.norm(rows, axis=-1)
-    return rows * clip_factors(norms, threshold)[..., None]
+    if not np.all(np.isfinite(rows)):
+        raise ValueError("Cannot clip non-finite values (NaN or inf in the gradients).")
+    factors = clip_factors(row_norms(rows), threshold)
+    return rows * factors.reshape((*rows.shape[:-1], 1))

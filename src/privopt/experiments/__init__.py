@@ -1,0 +1,1 @@
+"""Experiments and demos built on the public API (they sit on top of everything else)."""

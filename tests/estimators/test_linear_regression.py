@@ -1,0 +1,146 @@
+"""DPLinearRegression: the default's accuracy, privacy reports, scikit-learn contract, bad input."""
+
+import numpy as np
+import pytest
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import privopt
+from privopt import DPLinearRegression
+from privopt.datasets import make_linear_regression
+
+
+def _ratio_to_ols(model, data):
+    design = np.hstack([data.X, np.ones((data.X.shape[0], 1))])
+    ols = np.linalg.lstsq(design, data.y, rcond=None)[0]
+    ols_risk = data.excess_risk(ols[:-1], intercept=float(ols[-1]))
+    return data.excess_risk(model.coef_, intercept=model.intercept_) / ols_risk
+
+
+def test_default_is_within_6x_ols_and_spends_at_most_epsilon():
+    """The issue's bar: x ~ N(0, I_20), sigma = 1, N = 200,000, only epsilon and delta given.
+
+    Measured median over 8 seeds: 4.2x (spread 2.7x to 7.9x); the median of 5 seeds is checked.
+    """
+    ratios = []
+    for seed in range(5):
+        data = make_linear_regression(200_000, 20, sigma=1.0, rng=np.random.default_rng(seed))
+        model = DPLinearRegression(epsilon=1.0, delta=1e-6, random_state=seed).fit(data.X, data.y)
+        ratios.append(_ratio_to_ols(model, data))
+        report = model.privacy_report_
+        assert report.epsilon <= 1.0 + 1e-9
+        assert report["epsilon"] == report.epsilon and report["delta"] == 1e-6
+        assert report.rho is not None and report["rho"] == report.rho
+    assert np.median(ratios) <= 6.0, ratios
+
+
+@pytest.mark.parametrize("method", ["adassp", "ambssgd", "dpsgd"])
+def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method):
+    data = make_linear_regression(60_000, 5, sigma=1.0, rng=np.random.default_rng(1))
+    model = DPLinearRegression(epsilon=2.0, delta=1e-6, method=method, random_state=0)
+    model.fit(data.X, data.y)
+    assert model.privacy_report_.epsilon <= 2.0 + 1e-9
+    trivial = data.excess_risk(np.zeros(5), intercept=0.0)
+    assert data.excess_risk(model.coef_, intercept=model.intercept_) < 0.05 * trivial
+    assert model.privacy_report_.neighbouring == (
+        "add-remove" if method == "dpsgd" else "replace-one"
+    )
+    # preprocessing releases and the main fit touch disjoint records
+    assert model.privacy_report_.num_partitions >= 2
+
+
+def test_ssgd_refuses_epsilon_outside_the_shuffling_region():
+    data = make_linear_regression(20_000, 3, rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"validity|certify"):
+        DPLinearRegression(epsilon=4.0, method="ssgd", random_state=0).fit(data.X, data.y)
+
+
+def test_ssgd_runs_inside_the_region():
+    data = make_linear_regression(20_000, 3, rng=np.random.default_rng(0))
+    model = DPLinearRegression(epsilon=0.5, method="ssgd", random_state=0).fit(data.X, data.y)
+    assert model.privacy_report_.epsilon <= 0.5 + 1e-9
+    assert model.fit_trace_.steps > 0
+
+
+def test_public_bounds_spend_no_rows_on_preprocessing():
+    data = make_linear_regression(30_000, 4, rng=np.random.default_rng(2))
+    model = DPLinearRegression(
+        epsilon=1.0, feature_bounds=(-5, 5), target_bounds=(-8, 8), random_state=0
+    ).fit(data.X, data.y)
+    assert model.privacy_report_.num_partitions == 1  # only the main fit
+    assert "public bounds" in model.fit_info_["bounds"]
+    assert any("public bounds" in a for a in model.privacy_report_.assumptions)
+
+
+def test_intercept_is_learned_and_no_intercept_model_has_none():
+    data = make_linear_regression(100_000, 3, rng=np.random.default_rng(3))
+    shifted = data.y + 7.0
+    model = DPLinearRegression(epsilon=4.0, random_state=0).fit(data.X + 2.0, shifted)
+    assert model.intercept_ == pytest.approx(7.0 - 2.0 * data.w_star.sum(), abs=0.1)
+    plain = DPLinearRegression(epsilon=4.0, fit_intercept=False, random_state=0)
+    plain.fit(data.X, data.y)
+    assert plain.intercept_ == 0.0
+    np.testing.assert_allclose(plain.coef_, data.w_star, atol=0.1)
+
+
+def test_inputs_are_never_modified_and_fits_are_reproducible():
+    data = make_linear_regression(20_000, 3, rng=np.random.default_rng(4))
+    X, y = np.array(data.X), np.array(data.y)
+    X0, y0 = X.copy(), y.copy()
+    a = DPLinearRegression(random_state=5).fit(X, y)
+    b = DPLinearRegression(random_state=5).fit(X, y)
+    np.testing.assert_array_equal(X, X0)
+    np.testing.assert_array_equal(y, y0)
+    np.testing.assert_array_equal(a.coef_, b.coef_)
+    assert a.predict(X[:3]).shape == (3,)
+
+
+def test_top_level_import():
+    assert privopt.DPLinearRegression is DPLinearRegression
+
+
+@pytest.mark.parametrize(
+    ("X", "y", "kwargs", "match"),
+    [
+        (np.full((5000, 2), np.nan), np.zeros(5000), {}, "NaN"),
+        (np.ones((5000, 2)), np.full(5000, np.inf), {}, "infinity|inf"),
+        (np.ones((5000, 2)), np.ones(4000), {}, "inconsistent"),
+        (np.ones((0, 2)), np.ones(0), {}, "0 sample"),
+        (np.ones((500, 2)), np.ones(500), {}, "rows"),
+        (np.ones((5000, 2)), np.ones(5000), {"epsilon": 0.0}, "epsilon"),
+        (np.ones((5000, 2)), np.ones(5000), {"epsilon": float("inf")}, "epsilon"),
+        (np.ones((5000, 2)), np.ones(5000), {"delta": 1.5}, "delta"),
+        (np.ones((5000, 2)), np.ones(5000), {"method": "magic"}, "method"),
+        (np.ones((5000, 2)), np.ones(5000), {"feature_bounds": (0, 1)}, "target_bounds"),
+        (
+            np.ones((5000, 2)),
+            np.ones(5000),
+            {"feature_bounds": np.zeros((3, 2)), "target_bounds": (0, 1)},
+            "feature_bounds",
+        ),
+        (np.ones((5000, 2)), np.ones(5000), {"random_state": "seed"}, "random_state"),
+    ],
+)
+def test_bad_input_is_named(X, y, kwargs, match):
+    with pytest.raises(ValueError, match=match):
+        DPLinearRegression(**kwargs).fit(X, y)
+
+
+# scikit-learn's estimator checks. They use tiny data sets (tens of rows), so the estimator is
+# given public bounds (no private preprocessing rows needed) and a generous epsilon. A private
+# estimator cannot pass checks that demand the exact non-private answer; they are listed here.
+EXPECTED_FAILURES = {
+    "check_regressors_train": "with tiny n the DP noise dominates; R^2 > 0.5 is not attainable "
+    "privately at these sizes",
+}
+
+
+@parametrize_with_checks(
+    [
+        DPLinearRegression(
+            epsilon=50.0, feature_bounds=(-100, 100), target_bounds=(-1000, 1000), random_state=0
+        )
+    ],
+    expected_failed_checks=lambda est: EXPECTED_FAILURES,
+)
+def test_sklearn_compatible(estimator, check):
+    check(estimator)
