@@ -55,7 +55,7 @@ def test_ssgd_refuses_epsilon_outside_the_shuffling_region():
 
 
 def test_ssgd_runs_inside_the_region():
-    data = make_linear_regression(20_000, 3, rng=np.random.default_rng(0))
+    data = make_linear_regression(40_000, 3, rng=np.random.default_rng(0))
     model = DPLinearRegression(epsilon=0.5, method="ssgd", random_state=0).fit(data.X, data.y)
     assert model.privacy_report_.epsilon <= 0.5 + 1e-9
     assert model.fit_trace_.steps > 0

@@ -122,6 +122,12 @@ def dp_ssgd(
     eta = check_positive("learning_rate", learning_rate)
     Z = np.asarray(Z, dtype=float)
     t = np.asarray(t, dtype=float)
+    if Z.ndim != 2 or t.shape != (Z.shape[0],):
+        raise ValueError(
+            f"Expected Z of shape (N, p) and t of shape (N,), got {Z.shape}, {t.shape}."
+        )
+    if not (np.all(np.isfinite(Z)) and np.all(np.isfinite(t))):
+        raise ValueError("DP-SSGD needs finite data: NaN or inf would escape the clipping bound.")
     n, p = Z.shape
     check_count("N", n, minimum=2)
     order = rng.permutation(n)  # secret

@@ -108,7 +108,12 @@ def dp_stat(
     s = values.size
     count_std = alpha * math.sqrt(queries)
     sorted_values = np.sort(values)
-    gamma = domain / 2.0**queries
+    gamma = math.ldexp(domain, -queries)  # Delta = B / 2^K without overflowing 2^K
+    if gamma == 0.0:
+        raise ValueError(
+            f"DP-STAT resolution domain / 2^queries underflows to 0 (domain={domain:g}, "
+            f"queries={queries}); use fewer queries or a larger domain."
+        )
     for i in range(queries):
         count = int(np.searchsorted(sorted_values, gamma, side="right"))
         if count + rng.normal(0.0, count_std) >= s - slack:
