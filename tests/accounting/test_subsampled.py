@@ -68,3 +68,15 @@ def test_bad_input(kwargs, name):
     args.update(kwargs)
     with pytest.raises(ValueError, match=name):
         dpsgd_epsilon(**args)
+
+
+@pytest.mark.parametrize("accountant", ["rdp", "pld"])
+def test_calibration_below_one_searches_toward_zero_without_leaving_the_positive_axis(accountant):
+    # Large epsilon, tiny sample rate: the answer is below the starting point 1.0. The bracket
+    # used to step linearly past 0 and fail with "noise_multiplier > 0, got 0.0".
+    q, steps = 256 / 900_000, 17_579
+    sigma = calibrate_dpsgd_noise(4.0, 1e-6, q, steps, accountant=accountant, rtol=1e-4)
+    assert 0.3 < sigma < 1.0
+    achieved = dpsgd_epsilon(sigma, q, steps, 1e-6, accountant)
+    assert achieved <= 4.0
+    assert achieved == pytest.approx(4.0, rel=1e-2)

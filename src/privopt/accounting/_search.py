@@ -18,9 +18,24 @@ __all__ = ["feasible_boundary"]
 
 
 def _expand(g: Callable[[float], float], good: float, bad: float, limit: float) -> float:
-    """Move ``bad`` away from ``good`` geometrically until ``g(bad) > 0``."""
+    """Move ``bad`` away from ``good`` until ``g(bad) > 0``.
+
+    When both points are positive (noise scales, rho, mu) the bracket grows by ratios, so it
+    never leaves the positive axis (a search toward 0 halves instead of stepping past 0).
+    """
+    positive = good > 0 and bad > 0
+    ratio = bad / good if positive else 0.0
     step = bad - good
     while g(bad) <= 0:
+        if positive:
+            ratio = ratio * ratio  # 1/2 -> 1/4 -> 1/16 ... or 2 -> 4 -> 16 ...
+            bad = good * ratio
+            if bad < 1.0 / limit or bad > limit:
+                raise ValueError(
+                    "Could not bracket the calibration boundary; the target is not attainable "
+                    "with these parameters."
+                )
+            continue
         step *= 2.0
         bad = good + step
         if abs(bad) > limit:
