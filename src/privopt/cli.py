@@ -295,8 +295,8 @@ def fit(
     out: Annotated[Path, typer.Option("--out", help="Where to write the model (JSON).")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Privacy loss, > 0.")] = 1.0,
     delta: Annotated[float, typer.Option("--delta", help="In (0, 1); below 1/N.")] = 1e-6,
-    method: Annotated[str, typer.Option("--method", help="adassp, ambssgd, ssgd or dpsgd.")] = (
-        "adassp"
+    method: Annotated[str, typer.Option("--method", help="dpsgd, adassp, ambssgd or ssgd.")] = (
+        "dpsgd"
     ),
     features: Annotated[
         str | None, typer.Option("--features", help="Comma-separated feature columns.")

@@ -19,7 +19,7 @@ def _ratio_to_ols(model, data):
 def test_default_is_within_6x_ols_and_spends_at_most_epsilon():
     """The issue's bar: x ~ N(0, I_20), sigma = 1, N = 200,000, only epsilon and delta given.
 
-    Measured median over 8 seeds: 4.2x (spread 2.7x to 7.9x); the median of 5 seeds is checked.
+    The default is DP-SGD; measured over 5 seeds: 2.5, 5.2, 1.1, 1.7, 5.3 (median 2.5).
     """
     ratios = []
     for seed in range(5):
@@ -29,7 +29,8 @@ def test_default_is_within_6x_ols_and_spends_at_most_epsilon():
         report = model.privacy_report_
         assert report.epsilon <= 1.0 + 1e-9
         assert report["epsilon"] == report.epsilon and report["delta"] == 1e-6
-        assert report.rho is not None and report["rho"] == report.rho
+        # Poisson-subsampled Gaussian steps have no finite zCDP rho: the report says None.
+        assert report["rho"] is report.rho is None and "rho" in report.to_dict()
     assert np.median(ratios) <= 6.0, ratios
 
 
@@ -46,6 +47,8 @@ def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method
     )
     # preprocessing releases and the main fit touch disjoint records
     assert model.privacy_report_.num_partitions >= 2
+    if method != "dpsgd":  # Gaussian releases only: rho-zCDP is reported too
+        assert 0 < model.privacy_report_.rho
 
 
 def test_ssgd_refuses_epsilon_outside_the_shuffling_region():
@@ -137,7 +140,11 @@ EXPECTED_FAILURES = {
 @parametrize_with_checks(
     [
         DPLinearRegression(
-            epsilon=50.0, feature_bounds=(-100, 100), target_bounds=(-1000, 1000), random_state=0
+            epsilon=50.0,
+            method="adassp",  # the contract is method-independent; AdaSSP keeps the checks fast
+            feature_bounds=(-100, 100),
+            target_bounds=(-1000, 1000),
+            random_state=0,
         )
     ],
     expected_failed_checks=lambda est: EXPECTED_FAILURES,
