@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench lint format install clean
+.PHONY: demo test test-all bench bench-regression lint format install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -29,6 +29,11 @@ test-all: $(STAMP)
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --out benchmarks/results.json
+
+# The private-regression sweep of issue 4 (about 40 minutes on 2 cores).
+bench-regression: $(STAMP)
+	$(BIN)/python benchmarks/regression_sweep.py --out benchmarks/regression_results.json
+	$(BIN)/python benchmarks/regression_sweep.py --public-only --out benchmarks/regression_public_results.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks
