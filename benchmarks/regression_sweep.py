@@ -95,14 +95,24 @@ def ambssgd_speed(n: int = 1_000_000, d: int = 100, repeats: int = 3) -> dict:
         h_norm=1.0,
         row_norm_sq=d + 2.0,
     )
-    core = statistics.median(
-        _timed(
-            lambda: dp_ambssgd(
-                Z, t, config, rng=np.random.default_rng(1), ledger=PrivacyLedger("replace-one")
+
+    def core_time(shuffle: str) -> float:
+        return statistics.median(
+            _timed(
+                lambda: dp_ambssgd(
+                    Z,
+                    t,
+                    config,
+                    rng=np.random.default_rng(1),
+                    ledger=PrivacyLedger("replace-one"),
+                    shuffle=shuffle,
+                )
             )
+            for _ in range(repeats)
         )
-        for _ in range(repeats)
-    )
+
+    core = core_time("rows")
+    contiguous = core_time("none")
     estimator = statistics.median(
         _timed(lambda: DPLinearRegression(method="ambssgd", random_state=0).fit(data.X, data.y))
         for _ in range(repeats)
@@ -113,6 +123,8 @@ def ambssgd_speed(n: int = 1_000_000, d: int = 100, repeats: int = 3) -> dict:
         "x_at_w_seconds": floor,
         "dp_ambssgd_seconds": core,
         "dp_ambssgd_over_floor": core / floor,
+        "contiguous_rounds_seconds": contiguous,
+        "contiguous_rounds_over_floor": contiguous / floor,
         "estimator_seconds": estimator,
         "estimator_over_floor": estimator / floor,
         "target_over_floor": 5.0,

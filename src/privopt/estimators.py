@@ -17,6 +17,7 @@ from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
 from privopt.algorithms.baselines import adassp, dpsgd_linear
 from privopt.algorithms.preprocess import (
     MIN_CHUNK_ROWS,
+    PRIVATE_RELEASES,
     LinearBounds,
     preprocessing_rows_needed,
     private_bounds,
@@ -139,14 +140,26 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         method = self.method
         ledger = PrivacyLedger("add-remove" if method == "dpsgd" else "replace-one")
         mu = gdp_mu(self.epsilon, self.delta)
-        order = rng.permutation(n)  # secret: decides which rows go to which release
-        bounds, order = self._bounds(X, y, order, mu, rng, ledger)
-        second_moment_rows = None
+        ledger.assume("the number of records N is public")
+        # Every record is assigned to one release by an independent, data-independent draw
+        # (secret): adding, removing or replacing a record changes one part only, so the parts
+        # compose in parallel under every neighbouring relation. Sizes used in releases are the
+        # public expected ones (N times the part's probability), never the realised counts.
+        label = rng.random(n)
+        public_bounds_given = self.feature_bounds is not None
+        pre_share = 0.0 if public_bounds_given else self._preprocess_share(n, mu)
+        moment_share = 0.0
         if method == "ambssgd":
-            m = max(MIN_CHUNK_ROWS, int(self.preprocess_fraction * n / 7))
-            self._check_rows(order.size, m + 2, "DP-AMBSSGD's private second moment")
-            second_moment_rows, order = order[:m], order[m:]
-        Z, t = bounds.transform(X[order], y[order])
+            moment_share = max(MIN_CHUNK_ROWS / n, self.preprocess_fraction / 7)
+        main_share = 1.0 - pre_share - moment_share
+        self._check_rows(int(main_share * n), 1, "the fit after preprocessing")
+        bounds = self._bounds(X, y, label, pre_share, mu, rng, ledger)
+        second_moment_rows = np.flatnonzero(
+            (label >= pre_share) & (label < pre_share + moment_share)
+        )
+        main_rows = np.flatnonzero(label >= pre_share + moment_share)
+        Z, t = bounds.transform(X[main_rows], y[main_rows])
+        self._public_sizes = {"main": main_share * n, "moment": moment_share * n}
         w, trace, info = self._run(method, Z, t, bounds, X, second_moment_rows, mu, rng, ledger)
         bounds = info.pop("_bounds", bounds)  # a method may rescale the intercept column
         self.coef_, self.intercept_ = bounds.to_original(w)
@@ -162,7 +175,14 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
                 "Give public feature_bounds and target_bounds to skip private preprocessing."
             )
 
-    def _bounds(self, X, y, order, mu, rng, ledger) -> tuple[LinearBounds, np.ndarray]:
+    def _preprocess_share(self, n: int, mu: float) -> float:
+        """Probability of a record going to private preprocessing (public: N and mu only)."""
+        needed = 1.05 * preprocessing_rows_needed(mu)  # 5% slack for the random chunk sizes
+        share = max(needed / n, self.preprocess_fraction)
+        self._check_rows(n, int(2 * needed), "private preprocessing (no public bounds given)")
+        return share
+
+    def _bounds(self, X, y, label, pre_share, mu, rng, ledger) -> LinearBounds:
         if (self.feature_bounds is None) != (self.target_bounds is None):
             raise ValueError("Give both feature_bounds and target_bounds, or neither.")
         if self.feature_bounds is not None:
@@ -178,15 +198,22 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
             if tb.shape != (2,):
                 raise ValueError("target_bounds must be a (low, high) pair.")
             ledger.assume("features and target clipped to the public bounds given by the user")
-            return public_bounds(fb, (tb[0], tb[1]), self.fit_intercept), order
-        m = max(preprocessing_rows_needed(mu), int(self.preprocess_fraction * order.size))
-        self._check_rows(
-            order.size, 2 * m, "private preprocessing (no public bounds given) and the fit"
+            return public_bounds(fb, (tb[0], tb[1]), self.fit_intercept)
+        width = pre_share / PRIVATE_RELEASES
+        chunks = [
+            np.flatnonzero((label >= j * width) & (label < (j + 1) * width))
+            for j in range(PRIVATE_RELEASES)
+        ]
+        return private_bounds(
+            X,
+            y,
+            chunks=chunks,
+            expected_rows=width * X.shape[0],
+            mu=mu,
+            rng=rng,
+            ledger=ledger,
+            fit_intercept=self.fit_intercept,
         )
-        bounds = private_bounds(
-            X, y, order[:m], mu=mu, rng=rng, ledger=ledger, fit_intercept=self.fit_intercept
-        )
-        return bounds, order[m:]
 
     def _run(self, method, Z, t, bounds, X, second_moment_rows, mu, rng, ledger):
         n = Z.shape[0]
@@ -212,6 +239,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
                 delta=self.delta,
                 rng=rng,
                 ledger=ledger,
+                public_n=self._public_sizes["main"],
             )
         if method == "ssgd":
             alpha = calibrate_ssgd_noise(self.epsilon, n, self.delta)
@@ -235,6 +263,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
             mu=mu,
             rng=rng,
             ledger=ledger,
+            expected_rows=self._public_sizes["moment"],
         )
         if self.fit_intercept:
             scale = math.sqrt(moment.trace / X.shape[1])

@@ -361,3 +361,32 @@ def test_private_second_moment_too_few_rows():
             rng=np.random.default_rng(0),
             ledger=PrivacyLedger("replace-one"),
         )
+
+
+def test_randomly_assigned_chunks_use_public_sizes():
+    """With chunks drawn by independent labels, releases use the public expected size.
+
+    The realised chunk sizes vary with the draws; the recorded mean sensitivities must be
+    2 R / expected_rows (no realised count released), and DP-STAT must aim at expected_rows.
+    """
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(60_000, 4))
+    y = X @ np.ones(4) + rng.normal(size=60_000)
+    label = rng.random(60_000)
+    expected = 60_000 * 0.5 / 6
+    chunks = [np.flatnonzero((label >= j / 12) & (label < (j + 1) / 12)) for j in range(6)]
+    assert len({c.size for c in chunks}) > 1  # realised sizes differ
+    ledger = PrivacyLedger("add-remove")
+    bounds = private_bounds(
+        X, y, chunks=chunks, expected_rows=expected, mu=0.5, rng=rng, ledger=ledger
+    )
+    means = [e for e in ledger.events if "mean" in e.label]
+    assert len(means) == 2
+    for event in means:
+        # sensitivity * expected / 2 is the clip bound used, a DP-STAT output on the grid
+        bound = event.sensitivity * expected / 2.0
+        assert math.log2(bound) == pytest.approx(round(math.log2(bound)), abs=1e-9)
+    assert ledger.mu == pytest.approx(0.5, rel=1e-12)
+    assert bounds.x_radius > 0 and bounds.y_radius > 0
+    with pytest.raises(ValueError, match="expected_rows"):
+        private_bounds(X, y, chunks=chunks, mu=0.5, rng=rng, ledger=ledger)

@@ -292,3 +292,17 @@ def test_underflowing_resolution_is_refused():
     # domain / 2^K = 1e-20 / 2^1023 underflows to 0: a search from 0 could never double.
     with pytest.raises(ValueError, match="underflows"):
         run(np.full(10_000, 1e-22), domain=1e-20, queries=1023)
+
+
+def test_public_target_replaces_the_realised_count():
+    # 1000 values all equal to 1: with target = 1000 the search stops at the first grid point
+    # >= 1 w.h.p.; with a public target far above the realised count it cannot stop early and
+    # returns the domain cap, showing the test uses the target, not values.size.
+    values = np.ones(1000)
+    rng = np.random.default_rng(0)
+    near = dp_stat(values, domain=2.0**10, noise_multiplier=1.0, rng=rng, queries=20, target=1000)
+    far = dp_stat(values, domain=2.0**10, noise_multiplier=1.0, rng=rng, queries=20, target=5000)
+    assert near.gamma == 1.0
+    assert far.gamma == 2.0**10
+    with pytest.raises(ValueError, match="target"):
+        dp_stat(values, domain=1.0, noise_multiplier=1.0, rng=rng, target=0.0)

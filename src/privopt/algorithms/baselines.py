@@ -295,6 +295,7 @@ def dpsgd_linear(
     clip_norm: float | None = None,
     learning_rate: float | None = None,
     accountant: str = "pld",
+    public_n: float | None = None,
 ) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
     """Standard DP-SGD (Abadi et al. 2016) for least squares with Poisson sampling.
 
@@ -330,6 +331,8 @@ def dpsgd_linear(
       rows are spread over many directions, where the curvature is closer to R^2 / d).
 
     Args:
+        public_n: public (expected) number of rows, used for q, the step count and the
+            normaliser instead of the realised ``n`` (default: ``n``).
         Z: (n, d) transformed rows, ``||z_i|| <= row_bound``.
         t: (n,) transformed targets, ``|t_i| <= target_bound``.
         row_bound, target_bound: the public bounds R and T (used for the defaults only; privacy
@@ -363,8 +366,12 @@ def dpsgd_linear(
             "not 'replace-one'."
         )
     n, d = Z.shape
+    # q, the number of steps and the normaliser q n are computed from a public size: the
+    # caller's ``public_n`` when the rows were assigned to this fit by independent draws (their
+    # realised count is then not public), else n itself.
+    n_public = n if public_n is None else check_positive("public_n", public_n)
     q = (
-        min(1.0, DEFAULT_EXPECTED_BATCH / n)
+        min(1.0, DEFAULT_EXPECTED_BATCH / n_public)
         if sample_rate is None
         else check_sample_rate("sample_rate", sample_rate)
     )
@@ -382,7 +389,7 @@ def dpsgd_linear(
     )
     ledger.assume("the number of records n is public (DP-SGD normalises by q n)")
 
-    expected_batch = q * n
+    expected_batch = q * n_public
     sum_noise_std = sigma * G
     row_norms = np.linalg.norm(Z, axis=1)
     w = np.zeros(d)

@@ -151,8 +151,10 @@ def preprocessing_rows_needed(mu: float, search_queries: int = DEFAULT_SEARCH_QU
 def private_bounds(
     X: np.ndarray,
     y: np.ndarray,
-    rows: np.ndarray,
+    rows: np.ndarray | None = None,
     *,
+    chunks: list[np.ndarray] | None = None,
+    expected_rows: float | None = None,
     mu: float,
     rng: np.random.Generator,
     ledger: PrivacyLedger,
@@ -171,28 +173,49 @@ def private_bounds(
     Args:
         X, y: the full private data (only ``rows`` are read).
         rows: indices of the preprocessing records (at least
-            :func:`preprocessing_rows_needed` of them).
+            :func:`preprocessing_rows_needed` of them), split into six fixed-size chunks; or
+        chunks, expected_rows: six index arrays assigned by independent draws and the public
+            expected size of each (used as the divisor and DP-STAT's target, so no realised
+            size is released). This form is valid under add/remove neighbours too: adding a
+            record changes one chunk only.
         mu: GDP budget of each release (each touches a disjoint chunk).
         rng: randomness for the noise.
         ledger: where the releases are recorded (partition = ``("preprocess", chunk)``).
         search_domain, search_queries: public range and resolution of the DP-STAT searches.
     """
     mu = check_positive("mu", mu)
-    rows = np.asarray(rows)
     needed = preprocessing_rows_needed(mu, search_queries)
-    if rows.size < needed:
+    if chunks is None:
+        if rows is None:
+            raise ValueError("Give the preprocessing rows, or chunks with expected_rows.")
+        rows = np.asarray(rows)
+        available = rows.size
+        chunks = np.array_split(rows, PRIVATE_RELEASES)
+        per_chunk = None  # fixed-size chunks: their sizes are public
+    else:
+        if len(chunks) != PRIVATE_RELEASES or expected_rows is None:
+            raise ValueError(
+                f"Give {PRIVATE_RELEASES} chunks and their public expected_rows per chunk."
+            )
+        per_chunk = check_positive("expected_rows", expected_rows)
+        available = int(per_chunk * PRIVATE_RELEASES)
+    if available < needed:
         raise ValueError(
             f"Private preprocessing needs at least {needed} rows at this privacy level "
-            f"(mu = {mu:.3g}), got {rows.size}: give public feature and target bounds instead, "
+            f"(mu = {mu:.3g}), got {available}: give public feature and target bounds instead, "
             "or more data."
         )
-    chunks = np.array_split(rows, PRIVATE_RELEASES)
     # DP-STAT is 1/(2 alpha^2)-zCDP and, as K Gaussian counts of std alpha sqrt(K), 1/alpha-GDP.
     alpha = 1.0 / mu
 
     def approx_max(values: np.ndarray, chunk: int, label: str) -> float:
         result = dp_stat(
-            values, domain=search_domain, noise_multiplier=alpha, rng=rng, queries=search_queries
+            values,
+            domain=search_domain,
+            noise_multiplier=alpha,
+            rng=rng,
+            queries=search_queries,
+            target=per_chunk,
         )
         ledger.record(
             GaussianEvent(1.0, result.count_std, count=result.queries, label=label),
@@ -201,11 +224,14 @@ def private_bounds(
         return result.gamma
 
     def noisy_mean(values: np.ndarray, bound: float, chunk: int, label: str) -> np.ndarray:
-        m = values.shape[0]
+        # Divide by a public size: the realised size of a randomly assigned chunk must not
+        # enter the release. A sum of values with norm <= bound over a public divisor m has
+        # sensitivity 2 bound / m under replace-one and bound / m under add/remove.
+        m = values.shape[0] if per_chunk is None else per_chunk
         sensitivity = 2.0 * bound / m
         std = sensitivity / mu
         ledger.record(GaussianEvent(sensitivity, std, label=label), partition=("preprocess", chunk))
-        return values.mean(axis=0) + rng.normal(0.0, std, size=values.shape[1:])
+        return values.sum(axis=0) / m + rng.normal(0.0, std, size=values.shape[1:])
 
     if fit_intercept:
         x0, y0 = np.asarray(X[chunks[0]], float), np.asarray(y[chunks[2]], float)
@@ -281,6 +307,7 @@ def private_second_moment(
     ledger: PrivacyLedger,
     partition: object = ("preprocess", "second moment"),
     floor_ratio: float = 1e-3,
+    expected_rows: float | None = None,
 ) -> SecondMoment:
     """mu-GDP release of (1/m) sum_{i in rows} z_i z_i^T for rows clipped to ``row_bound``.
 
@@ -292,7 +319,10 @@ def private_second_moment(
     mu = check_positive("mu", mu)
     row_bound = check_positive("row_bound", row_bound)
     rows = np.asarray(rows)
-    m = check_count("second-moment rows", rows.size, minimum=MIN_CHUNK_ROWS)
+    check_count("second-moment rows", rows.size, minimum=1)
+    m = check_positive("expected_rows", expected_rows) if expected_rows else rows.size
+    if m < MIN_CHUNK_ROWS:
+        raise ValueError(f"The private second moment needs at least {MIN_CHUNK_ROWS} rows.")
     zc = np.asarray(Z[rows], dtype=float)
     zc = zc * clip_factors(np.linalg.norm(zc, axis=1), row_bound)[:, None]
     sensitivity = math.sqrt(2.0) * row_bound**2 / m

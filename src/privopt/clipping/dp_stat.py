@@ -76,6 +76,7 @@ def dp_stat(
     queries: int = 20,
     margin: float | str = "auto",
     failure_prob: float = 1e-3,
+    target: float | None = None,
 ) -> DPStatResult:
     """Private approximate maximum of non-negative ``values`` (DP-STAT with the margin fix).
 
@@ -88,6 +89,9 @@ def dp_stat(
         margin: public slack in the stopping test, ``"auto"`` (Gamma at ``failure_prob``) or a
             number >= 0 (0 reproduces the paper).
         failure_prob: beta used by the automatic margin.
+        target: the public count the test aims at (default s, the number of values). Pass the
+            *expected* size when the number of values is itself random (records assigned to
+            this release by independent draws), so that no realised count enters the test.
     """
     values = np.asarray(values, dtype=float)
     if values.ndim != 1 or values.size == 0:
@@ -105,7 +109,7 @@ def dp_stat(
         slack = float(margin)
         if not slack >= 0:
             raise ValueError(f"Expected margin >= 0, got {margin!r}.")
-    s = values.size
+    s = float(values.size) if target is None else check_positive("target", target)
     count_std = alpha * math.sqrt(queries)
     sorted_values = np.sort(values)
     gamma = math.ldexp(domain, -queries)  # Delta = B / 2^K without overflowing 2^K
