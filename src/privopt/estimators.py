@@ -159,8 +159,10 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         )
         main_rows = np.flatnonzero(label >= pre_share + moment_share)
         Z, t = bounds.transform(X[main_rows], y[main_rows])
-        self._public_sizes = {"main": main_share * n, "moment": moment_share * n}
-        w, trace, info = self._run(method, Z, t, bounds, X, second_moment_rows, mu, rng, ledger)
+        sizes = {"main": main_share * n, "moment": moment_share * n}  # public expected sizes
+        w, trace, info = self._run(
+            method, Z, t, bounds, X, second_moment_rows, sizes, mu, rng, ledger
+        )
         bounds = info.pop("_bounds", bounds)  # a method may rescale the intercept column
         self.coef_, self.intercept_ = bounds.to_original(w)
         self.privacy_report_ = ledger.report(self.delta)
@@ -215,7 +217,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
             fit_intercept=self.fit_intercept,
         )
 
-    def _run(self, method, Z, t, bounds, X, second_moment_rows, mu, rng, ledger):
+    def _run(self, method, Z, t, bounds, X, second_moment_rows, sizes, mu, rng, ledger):
         n = Z.shape[0]
         if method == "adassp":
             w, info = adassp(
@@ -239,7 +241,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
                 delta=self.delta,
                 rng=rng,
                 ledger=ledger,
-                public_n=self._public_sizes["main"],
+                public_n=sizes["main"],
             )
         if method == "ssgd":
             alpha = calibrate_ssgd_noise(self.epsilon, n, self.delta)
@@ -263,7 +265,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
             mu=mu,
             rng=rng,
             ledger=ledger,
-            expected_rows=self._public_sizes["moment"],
+            expected_rows=sizes["moment"],
         )
         if self.fit_intercept:
             scale = math.sqrt(moment.trace / X.shape[1])
