@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ftrl_epoch import run as run_ftrl_epoch
 from noise_generators import run as run_noise_generators
 from privopt import accounting as acc
 
@@ -83,6 +84,9 @@ def main() -> None:
         seconds, value = _time(fn, repeats)
         results[name] = {"seconds": seconds, "repeats": repeats, quantity: value}
         print(f"{name:32s} {seconds * 1e3:10.2f} ms   {quantity}={value:.6g}")
+    if not args.only or "ftrl_epoch" in args.only:
+        results["ftrl_epoch"] = run_ftrl_epoch()
+        print(json.dumps(results["ftrl_epoch"]))
     if not args.only or "noise_generators" in args.only:
         generators = run_noise_generators(args.noise_dim, args.noise_steps)
         results["noise_generators"] = generators

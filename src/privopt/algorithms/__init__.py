@@ -9,6 +9,16 @@ from privopt.algorithms.ambssgd import (
     practical_config,
     theory_config,
 )
+from privopt.algorithms.ftrl import (
+    FTRLModel,
+    GenericModel,
+    LinearRegressionModel,
+    LogisticRegressionModel,
+    calibrate_ftrl_noise,
+    dp_ftrl,
+    ftrl_participation,
+    noisy_ftrl,
+)
 from privopt.algorithms.preprocess import (
     LinearBounds,
     SecondMoment,
@@ -21,15 +31,23 @@ from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, max_ssgd_epsi
 
 __all__ = [
     "AMBSSGDConfig",
+    "FTRLModel",
     "FitResult",
     "FitTrace",
+    "GenericModel",
     "LinearBounds",
+    "LinearRegressionModel",
+    "LogisticRegressionModel",
     "SecondMoment",
+    "calibrate_ftrl_noise",
     "calibrate_ssgd_noise",
     "dp_ambssgd",
+    "dp_ftrl",
     "dp_ssgd",
+    "ftrl_participation",
     "max_ssgd_epsilon",
     "noise_multipliers",
+    "noisy_ftrl",
     "practical_config",
     "private_bounds",
     "private_second_moment",
