@@ -1,0 +1,19 @@
+"""Theory of seed 001: asymptotic suboptimality F_inf and its closed forms."""
+
+from privopt.theory.mean_estimation import (
+    check_learning_rate,
+    mean_estimation_f_inf,
+    mean_estimation_f_inf_dpsgd,
+    mean_estimation_f_inf_optimal,
+    optimal_to_dpsgd_ratio,
+    toeplitz_quadratic,
+)
+
+__all__ = [
+    "check_learning_rate",
+    "mean_estimation_f_inf",
+    "mean_estimation_f_inf_dpsgd",
+    "mean_estimation_f_inf_optimal",
+    "optimal_to_dpsgd_ratio",
+    "toeplitz_quadratic",
+]
