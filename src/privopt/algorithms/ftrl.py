@@ -213,6 +213,20 @@ def _prepare(model, X, y, batch_size, epochs, rng, momentum):
     return model, X, y, steps, participation, batches, momentum
 
 
+def _initial_point(w0: np.ndarray | None, p: int) -> np.ndarray:
+    start = np.zeros(p) if w0 is None else np.asarray(w0, dtype=float)
+    if start.shape != (p,):
+        raise ValueError(f"w0 must have shape ({p},), got {start.shape}.")
+    if not np.all(np.isfinite(start)):
+        raise ValueError("w0 must be finite.")
+    return start
+
+
+def _noise_stream(mechanism, p, std, rng, noise_seed, options) -> NoiseStream:
+    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
+    return mechanism.noise_stream(p, std, **source, **(options or {}))
+
+
 def dp_ftrl(
     X: np.ndarray,
     y: np.ndarray,
@@ -279,12 +293,10 @@ def dp_ftrl(
             else ""
         )
     )
-    p = X.shape[1]
-    start = np.zeros(p) if w0 is None else np.asarray(w0, dtype=float)
-    if start.shape != (p,):
-        raise ValueError(f"w0 must have shape ({p},), got {start.shape}.")
-    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
-    stream = mechanism.noise_stream(p, clip_norm * sigma, **source, **(stream_options or {}))
+    start = _initial_point(w0, X.shape[1])
+    stream = _noise_stream(
+        mechanism, X.shape[1], clip_norm * sigma, rng, noise_seed, stream_options
+    )
     w, _, fractions = _loop(
         model,
         X,
@@ -340,10 +352,8 @@ def noisy_ftrl(
     model, X, y, steps, _, batches, momentum = _prepare(
         model, X, y, batch_size, epochs, rng, momentum
     )
-    p = X.shape[1]
-    start = np.zeros(p) if w0 is None else np.asarray(w0, dtype=float)
-    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
-    stream = mechanism.noise_stream(p, noise_std, **source)
+    start = _initial_point(w0, X.shape[1])
+    stream = _noise_stream(mechanism, X.shape[1], noise_std, rng, noise_seed, None)
     w, _, _ = _loop(
         model,
         X,
