@@ -1,5 +1,9 @@
-"""Theory of seed 001: asymptotic suboptimality F_inf and its closed forms."""
+"""Theory of seed 001: asymptotic suboptimality F_inf (mean estimation, linear regression)."""
 
+from privopt.theory.linear_regression import (
+    linear_regression_f_inf,
+    linear_regression_f_inf_lti,
+)
 from privopt.theory.mean_estimation import (
     check_learning_rate,
     mean_estimation_f_inf,
@@ -11,6 +15,8 @@ from privopt.theory.mean_estimation import (
 
 __all__ = [
     "check_learning_rate",
+    "linear_regression_f_inf",
+    "linear_regression_f_inf_lti",
     "mean_estimation_f_inf",
     "mean_estimation_f_inf_dpsgd",
     "mean_estimation_f_inf_optimal",
