@@ -55,3 +55,42 @@ def test_exact_is_above_the_lti_lower_bound_process():
 def test_bad_input(args, match):
     with pytest.raises(ValueError, match=match):
         linear_regression_f_inf(*args)
+
+
+@pytest.mark.parametrize(
+    ("chains", "keep", "tolerance"),
+    [
+        (800, 2000, 0.05),  # fast: relative standard error about 1.3%
+        pytest.param(3000, 4000, 0.02, marks=pytest.mark.slow),  # the note's size: ~0.5%
+    ],
+)
+def test_exact_formula_agrees_with_simulation(chains, keep, tolerance):
+    """Noisy-SGD / nu-Noisy-FTRL on x ~ N(0, diag(lambda)), batch size 1, many chains.
+
+    delta_{t+1} = delta_t - eta x_t x_t^T delta_t + eta xi_t x_t - eta sigma (B w)_t; the
+    time-and-chain average of 1/2 delta^T H delta after burn-in estimates F_inf. The chains are
+    independent and the autocorrelation time is ~ 1/(eta mu) = 100 steps, so the relative
+    standard error is about sqrt(2 * 100 / (chains * keep)); the tolerance is ~4 of them.
+    """
+    from scipy.signal import lfilter
+
+    lam = np.array([1.0, 0.3, 0.1])
+    eta, rho, sigma_sgd, burn = 0.1, 1.0, 0.5, 500
+    rng = np.random.default_rng(0)
+    for mech in (independent(), nu_dpftrl(0.01)):
+        sigma = np.sqrt(mech.anytime_sensitivity_squared() / (2 * rho))
+        beta = mech.beta(1500)  # (1 - 0.01)^1500 ~ 3e-7: negligible tail
+        w = rng.standard_normal((burn + keep, chains, 3))
+        noise = lfilter(beta, [1.0], w, axis=0)
+        delta = np.zeros((chains, 3))
+        total, count = 0.0, 0
+        for t in range(burn + keep):
+            x = rng.standard_normal((chains, 3)) * np.sqrt(lam)
+            xi = sigma_sgd * rng.standard_normal(chains)
+            proj = np.einsum("ij,ij->i", x, delta)
+            delta = delta - eta * (proj - xi)[:, None] * x - eta * sigma * noise[t]
+            if t >= burn:
+                total += 0.5 * float(np.mean(delta**2 @ lam))
+                count += 1
+        expected = linear_regression_f_inf(mech, eta, lam, rho, sigma_sgd=sigma_sgd)
+        assert total / count == pytest.approx(expected, rel=tolerance)
