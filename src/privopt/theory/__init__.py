@@ -12,6 +12,7 @@ from privopt.theory.mean_estimation import (
     optimal_to_dpsgd_ratio,
     toeplitz_quadratic,
 )
+from privopt.theory.spectral import min_phase_beta
 
 __all__ = [
     "check_learning_rate",
@@ -20,6 +21,7 @@ __all__ = [
     "mean_estimation_f_inf",
     "mean_estimation_f_inf_dpsgd",
     "mean_estimation_f_inf_optimal",
+    "min_phase_beta",
     "optimal_to_dpsgd_ratio",
     "toeplitz_quadratic",
 ]

@@ -1,0 +1,56 @@
+"""Minimum-phase spectral factorisation: a causal beta with a prescribed |B(omega)|^2.
+
+Seed 001 characterises optimal correlations through their power spectrum (|B*|^2 = |1 - eta -
+e^{i omega}| for mean estimation, h^{-1/2} for linear regression). To turn a target S(omega) > 0
+into coefficients, privopt uses the cepstral (Kolmogorov) method of notes/001.md §2.5.7: on an
+FFT grid of size M,
+
+    c = ifft(log(S) / 2);  fold: f_0 = c_0, f_k = 2 c_k (1 <= k < M/2), f_{M/2} = c_{M/2}, else 0;
+    beta = Re ifft(exp(fft(f))),  normalised to beta_0 = 1.
+
+The minimum-phase factor has a causal inverse, so C = B^{-1} is lower-triangular, as the privacy
+analysis requires. Scale does not matter (F_inf is invariant to rescaling beta).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import numpy as np
+
+from privopt._validate import check_count
+
+__all__ = ["min_phase_beta"]
+
+
+def min_phase_beta(
+    power: Callable[[np.ndarray], np.ndarray] | np.ndarray,
+    n_coefficients: int,
+    grid_size: int = 2**20,
+) -> np.ndarray:
+    """First ``n_coefficients`` of the minimum-phase beta with |B(omega)|^2 = power(omega).
+
+    Args:
+        power: S(omega) > 0 as a function of omega in [0, 2 pi) (vectorised), or its values on
+            the grid ``2 pi k / grid_size``.
+        n_coefficients: how many coefficients to return (at most grid_size / 2).
+        grid_size: FFT size M (a power of two is fastest); the aliasing error decays with M.
+    """
+    grid_size = check_count("grid_size", grid_size, minimum=8)
+    n_coefficients = check_count("n_coefficients", n_coefficients)
+    if n_coefficients > grid_size // 2:
+        raise ValueError(f"n_coefficients must be at most grid_size / 2 = {grid_size // 2}.")
+    omega = 2.0 * np.pi * np.arange(grid_size) / grid_size
+    values = np.asarray(power(omega) if callable(power) else power, dtype=float)
+    if values.shape != (grid_size,):
+        raise ValueError(f"Expected {grid_size} spectrum values, got shape {values.shape}.")
+    if not np.all(np.isfinite(values)) or np.any(values <= 0):
+        raise ValueError("The power spectrum must be finite and strictly positive everywhere.")
+    cepstrum = np.fft.ifft(0.5 * np.log(values))
+    folded = np.zeros(grid_size, dtype=complex)
+    half = grid_size // 2
+    folded[0] = cepstrum[0]
+    folded[1:half] = 2.0 * cepstrum[1:half]
+    folded[half] = cepstrum[half]
+    beta = np.real(np.fft.ifft(np.exp(np.fft.fft(folded))))[:n_coefficients]
+    return beta / beta[0]
