@@ -405,3 +405,15 @@ def test_fit_with_private_bounds(capsys, tmp_path, regression_csv):
     labels = {e["label"] for e in data["privacy_report"]["events"]}
     assert "private row-norm bound" in labels and "dp-sgd steps" in labels
     assert data["method"] == "dpsgd"  # the default
+
+
+def test_reproduce_fig1(capsys, tmp_path):
+    code, out, err = run(capsys, "reproduce", "fig1", "--out", str(tmp_path), "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert data["ratio"]["0.01"] == pytest.approx(0.090868, abs=5e-7)
+    assert data["ratio"]["1"] == pytest.approx(1.0)
+    assert (tmp_path / "fig1.png").stat().st_size > 10_000
+    assert json.loads((tmp_path / "fig1.json").read_text())["figure"] == "fig1"
+    code, _, err = run(capsys, "reproduce", "fig9", "--out", str(tmp_path))
+    assert code == 2 and "fig1" in err

@@ -37,6 +37,7 @@ noise_app = typer.Typer(
     help="Correlated-noise mechanisms: sensitivity and tuning.", no_args_is_help=True
 )
 app.add_typer(noise_app, name="noise")
+REPRODUCTIONS = ("fig1",)
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 Delta = Annotated[float, typer.Option("--delta", help="Target delta, in (0, 1).")]
@@ -408,6 +409,24 @@ def predict(
         out.write_text(text)
     elif not as_json:
         sys.stdout.write(text)
+
+
+@app.command("reproduce")
+def reproduce(
+    name: Annotated[str, typer.Argument(help=f"One of: {', '.join(REPRODUCTIONS)}.")],
+    out: Annotated[Path, typer.Option("--out", help="Directory for the PNG and JSON.")],
+    as_json: JsonFlag = False,
+) -> None:
+    """Reproduce a figure of the seed papers (writes a PNG plot and a JSON of the numbers)."""
+    if name not in REPRODUCTIONS:
+        raise ValueError(f"Expected a reproduction in ({', '.join(REPRODUCTIONS)}), got {name!r}.")
+    from privopt.experiments.fig1 import reproduce_fig1
+
+    payload = reproduce_fig1(out)
+    if as_json:
+        print(json.dumps({k: v for k, v in payload.items() if k != "ratio_curve"}))
+        return
+    Console().print(f"fig1 written to {payload['png']} and {out / 'fig1.json'}")
 
 
 @app.command("demo")
