@@ -10,8 +10,11 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 __all__ = [
     "check_count",
+    "check_design",
     "check_finite",
     "check_nonnegative",
     "check_positive",
@@ -86,3 +89,29 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
     if out < minimum:
         raise ValueError(f"Expected {name} to be an integer >= {minimum}, got {out!r}.")
     return out
+
+
+def check_design(
+    X: object, y: object, x_name: str = "X", y_name: str = "y"
+) -> tuple[np.ndarray, np.ndarray]:
+    """Return (X, y) as float64 arrays, requiring a non-empty (n, d) X, an (n,) y, all finite.
+
+    Non-finite data would escape every clipping bound, so algorithms refuse it up front.
+    """
+    X = np.asarray(X, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if X.ndim != 2:
+        raise ValueError(f"Expected {x_name} of shape (n, d), got shape {X.shape}.")
+    if y.ndim != 1:
+        raise ValueError(f"Expected {y_name} of shape (n,), got shape {y.shape}.")
+    if X.shape[0] == 0 or X.shape[1] == 0:
+        raise ValueError(
+            f"Expected non-empty data with n >= 1 rows and d >= 1 columns, got {X.shape}."
+        )
+    if y.shape[0] != X.shape[0]:
+        raise ValueError(f"{x_name} has {X.shape[0]} rows but {y_name} has {y.shape[0]} entries.")
+    if not np.all(np.isfinite(X)):
+        raise ValueError(f"{x_name} contains non-finite values (NaN or inf).")
+    if not np.all(np.isfinite(y)):
+        raise ValueError(f"{y_name} contains non-finite values (NaN or inf).")
+    return X, y

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privopt._validate import check_positive, check_probability, check_sample_rate
+from privopt._validate import check_design, check_positive, check_probability, check_sample_rate
 from privopt.accounting import (
     GaussianEvent,
     Neighbouring,
@@ -64,23 +64,7 @@ _ADASSP_RELEASES = 3
 
 # -- validation --------------------------------------------------------------------------------
 def _check_data(Z: np.ndarray, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    Z = np.asarray(Z, dtype=float)
-    t = np.asarray(t, dtype=float)
-    if Z.ndim != 2:
-        raise ValueError(f"Expected Z of shape (n, d), got shape {Z.shape}.")
-    if t.ndim != 1:
-        raise ValueError(f"Expected t of shape (n,), got shape {t.shape}.")
-    if Z.shape[0] == 0 or Z.shape[1] == 0:
-        raise ValueError(
-            f"Expected non-empty data with n >= 1 rows and d >= 1 columns, got {Z.shape}."
-        )
-    if t.shape[0] != Z.shape[0]:
-        raise ValueError(f"Z has {Z.shape[0]} rows but t has {t.shape[0]} entries.")
-    if not np.all(np.isfinite(Z)):
-        raise ValueError("Z contains non-finite values (NaN or inf).")
-    if not np.all(np.isfinite(t)):
-        raise ValueError("t contains non-finite values (NaN or inf).")
-    return Z, t
+    return check_design(Z, t, "Z", "t")
 
 
 def _check_private_args(rng: object, ledger: object) -> None:

@@ -33,7 +33,13 @@ from typing import Any
 
 import numpy as np
 
-from privopt._validate import check_count, check_finite, check_positive, check_probability
+from privopt._validate import (
+    check_count,
+    check_design,
+    check_finite,
+    check_positive,
+    check_probability,
+)
 from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_mu, zcdp_rho
 from privopt.algorithms.result import FitResult, FitTrace
 from privopt.clipping import clip_factors, row_norms
@@ -195,14 +201,7 @@ def _prepare(model, X, y, batch_size, epochs, rng, momentum):
         model = _MODELS[model]()
     if not isinstance(model, FTRLModel):
         raise TypeError(f"Expected an FTRLModel, got {type(model).__name__}.")
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
-    if X.ndim != 2 or y.shape != (X.shape[0],):
-        raise ValueError(
-            f"Expected X of shape (n, p) and y of shape (n,), got {X.shape}, {y.shape}."
-        )
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
-        raise ValueError("X and y must be finite (no NaN or inf).")
+    X, y = check_design(X, y)
     momentum = check_finite("momentum", momentum)
     if not 0.0 <= momentum < 1.0:
         raise ValueError(f"Expected momentum in [0, 1), got {momentum!r}.")

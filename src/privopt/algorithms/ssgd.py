@@ -22,7 +22,7 @@ import math
 
 import numpy as np
 
-from privopt._validate import check_count, check_positive, check_probability
+from privopt._validate import check_count, check_design, check_positive, check_probability
 from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, shuffled_gaussian_guarantee
 from privopt.accounting._search import feasible_boundary
 from privopt.algorithms.result import FitTrace
@@ -120,14 +120,7 @@ def dp_ssgd(
     alpha = check_positive("noise_multiplier", noise_multiplier)
     zeta = check_positive("clip", clip)
     eta = check_positive("learning_rate", learning_rate)
-    Z = np.asarray(Z, dtype=float)
-    t = np.asarray(t, dtype=float)
-    if Z.ndim != 2 or t.shape != (Z.shape[0],):
-        raise ValueError(
-            f"Expected Z of shape (N, p) and t of shape (N,), got {Z.shape}, {t.shape}."
-        )
-    if not (np.all(np.isfinite(Z)) and np.all(np.isfinite(t))):
-        raise ValueError("DP-SSGD needs finite data: NaN or inf would escape the clipping bound.")
+    Z, t = check_design(Z, t, "Z", "t")
     n, p = Z.shape
     check_count("N", n, minimum=2)
     order = rng.permutation(n)  # secret
