@@ -15,13 +15,15 @@ H) is 1/2 sum_j eta (sigma^2 t_j + sigma_sgd^2 lambda_j) / (2 - eta lambda_j). O
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from privopt._validate import check_finite, check_nonnegative, check_positive
-from privopt.noise import Mechanism, ToeplitzMechanism
-from privopt.theory.mean_estimation import toeplitz_quadratic
+from privopt.noise import Mechanism
+from privopt.theory.mean_estimation import (
+    lti_noise_variance,
+    toeplitz_quadratic,
+    truncation_length,
+)
 
 __all__ = ["linear_regression_f_inf", "linear_regression_f_inf_lti"]
 
@@ -39,18 +41,9 @@ def _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd):
     rho = check_positive("rho", rho)
     clip = check_positive("clip", clip)
     sigma_sgd = check_nonnegative("sigma_sgd", sigma_sgd)
-    if not isinstance(mechanism, ToeplitzMechanism):
-        raise ValueError("F_inf is defined here for Toeplitz (LTI) mechanisms.")
-    gamma_sq = mechanism.anytime_sensitivity_squared()
-    if math.isinf(gamma_sq):
-        raise ValueError(
-            f"{mechanism.name} has infinite anytime sensitivity: F_inf is infinite (give a "
-            "mechanism with finite anytime sensitivity, e.g. nu-DP-FTRL with nu > 0)."
-        )
-    horizon = int(min(2_000_000, max(1_000, math.ceil(40.0 / (eta * float(lam.min()))))))
-    beta = mechanism.beta(horizon)
+    sigma_sq = lti_noise_variance(mechanism, rho, clip)
+    beta = mechanism.beta(truncation_length(eta * float(lam.min())))
     t = np.array([toeplitz_quadratic(beta, 1.0 - eta * lj) for lj in lam])
-    sigma_sq = clip**2 * gamma_sq / (2.0 * rho)
     return eta, lam, t, sigma_sq, sigma_sgd
 
 

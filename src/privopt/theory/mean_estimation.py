@@ -57,9 +57,23 @@ def toeplitz_quadratic(beta: np.ndarray, r: float) -> float:
     return float(np.sum(beta**2) + 2.0 * np.sum(beta * s))
 
 
-def _horizon(eta: float, mechanism: ToeplitzMechanism) -> int:
-    """Truncation length: T_{1-eta} decays like (1 - eta)^t, beta at least as fast as (1-nu)^t."""
-    return int(min(2_000_000, max(1_000, math.ceil(40.0 / min(eta, 2.0 - eta)))))
+def truncation_length(decay: float) -> int:
+    """Terms of beta to keep when the kernel r^{|t - tau|} decays like (1 - decay)^t."""
+    return int(min(2_000_000, max(1_000, math.ceil(40.0 / decay))))
+
+
+def lti_noise_variance(mechanism: Mechanism, rho: float, clip: float) -> float:
+    """sigma^2 = G^2 gamma_inf^2(beta) / (2 rho): the per-step variance making the run rho-zCDP
+    at every horizon. Refuses non-Toeplitz mechanisms and infinite anytime sensitivity."""
+    if not isinstance(mechanism, ToeplitzMechanism):
+        raise ValueError("F_inf is defined here for Toeplitz (LTI) mechanisms.")
+    gamma_sq = mechanism.anytime_sensitivity_squared()
+    if math.isinf(gamma_sq):
+        raise ValueError(
+            f"{mechanism.name} has infinite anytime sensitivity: no noise level makes it "
+            "rho-zCDP for every horizon, so F_inf is infinite."
+        )
+    return clip**2 * gamma_sq / (2.0 * rho)
 
 
 def mean_estimation_f_inf(
@@ -78,17 +92,10 @@ def mean_estimation_f_inf(
     rho = check_positive("rho", rho)
     clip = check_positive("clip", clip)
     sigma_sgd = check_nonnegative("sigma_sgd", sigma_sgd)
-    if not isinstance(mechanism, ToeplitzMechanism):
-        raise ValueError("F_inf is defined here for Toeplitz (LTI) mechanisms.")
-    gamma_sq = mechanism.anytime_sensitivity_squared()
-    if math.isinf(gamma_sq):
-        raise ValueError(
-            f"{mechanism.name} has infinite anytime sensitivity: no noise level makes it "
-            "rho-zCDP for every horizon, so F_inf is infinite."
-        )
-    beta = mechanism.beta(_horizon(eta, mechanism))
+    sigma_sq = lti_noise_variance(mechanism, rho, clip)
+    beta = mechanism.beta(truncation_length(min(eta, 2.0 - eta)))
     quad = toeplitz_quadratic(beta, 1.0 - eta)
-    return eta / (2.0 - eta) * (clip**2 * gamma_sq / (2.0 * rho) * quad + sigma_sgd**2)
+    return eta / (2.0 - eta) * (sigma_sq * quad + sigma_sgd**2)
 
 
 def mean_estimation_f_inf_dpsgd(
