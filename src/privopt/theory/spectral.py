@@ -19,8 +19,9 @@ from collections.abc import Callable
 import numpy as np
 
 from privopt._validate import check_count
+from privopt.noise import ToeplitzMechanism
 
-__all__ = ["min_phase_beta"]
+__all__ = ["min_phase_beta", "spectral_mechanism"]
 
 
 def min_phase_beta(
@@ -40,17 +41,66 @@ def min_phase_beta(
     n_coefficients = check_count("n_coefficients", n_coefficients)
     if n_coefficients > grid_size // 2:
         raise ValueError(f"n_coefficients must be at most grid_size / 2 = {grid_size // 2}.")
+    values = _spectrum_on_grid(power, grid_size)
+    return _min_phase_from_values(values)[:n_coefficients]
+
+
+def _spectrum_on_grid(power, grid_size: int) -> np.ndarray:
     omega = 2.0 * np.pi * np.arange(grid_size) / grid_size
     values = np.asarray(power(omega) if callable(power) else power, dtype=float)
     if values.shape != (grid_size,):
         raise ValueError(f"Expected {grid_size} spectrum values, got shape {values.shape}.")
     if not np.all(np.isfinite(values)) or np.any(values <= 0):
         raise ValueError("The power spectrum must be finite and strictly positive everywhere.")
+    return values
+
+
+def _min_phase_from_values(values: np.ndarray) -> np.ndarray:
+    """All grid_size / 2 coefficients of the minimum-phase factor, normalised to beta_0 = 1."""
+    grid_size = values.size
     cepstrum = np.fft.ifft(0.5 * np.log(values))
     folded = np.zeros(grid_size, dtype=complex)
     half = grid_size // 2
     folded[0] = cepstrum[0]
     folded[1:half] = 2.0 * cepstrum[1:half]
     folded[half] = cepstrum[half]
-    beta = np.real(np.fft.ifft(np.exp(np.fft.fft(folded))))[:n_coefficients]
+    beta = np.real(np.fft.ifft(np.exp(np.fft.fft(folded))))[:half]
     return beta / beta[0]
+
+
+def spectral_mechanism(
+    power: Callable[[np.ndarray], np.ndarray] | np.ndarray,
+    grid_size: int = 2**20,
+    name: str = "spectral",
+) -> ToeplitzMechanism:
+    """The Toeplitz mechanism whose |B(omega)|^2 is proportional to ``power`` (minimum phase).
+
+    beta is the minimum-phase factor of S = power (normalised to beta_0 = 1), and C = B^{-1} the
+    minimum-phase factor of 1/S (also causal, c_0 = 1). With the normalisation,
+    |B|^2 = S / exp(mean log S) (the geometric mean of a minimum-phase factor is |beta_0|^2), so
+    the anytime sensitivity is computed exactly on the grid:
+
+        gamma_inf^2 = (1 / 2 pi) int |B|^{-2} d omega = exp(mean log S) * mean(1 / S).
+
+    Both coefficient sequences are truncated at grid_size / 2 terms (beta is zero past it);
+    choose grid_size so that they have decayed there (aliasing error).
+    """
+    grid_size = check_count("grid_size", grid_size, minimum=8)
+    values = _spectrum_on_grid(power, grid_size)
+    beta = _min_phase_from_values(values)
+    c = _min_phase_from_values(1.0 / values)
+    gamma_sq = float(np.exp(np.mean(np.log(values))) * np.mean(1.0 / values))
+
+    def _take(coefficients: np.ndarray, n: int) -> np.ndarray:
+        out = np.zeros(n)
+        k = min(n, coefficients.size)
+        out[:k] = coefficients[:k]
+        return out
+
+    return ToeplitzMechanism(
+        lambda n: _take(beta, n),
+        lambda n: _take(c, n),
+        support=beta.size,
+        anytime_squared=gamma_sq,
+        name=name,
+    )
