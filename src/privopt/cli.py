@@ -37,7 +37,12 @@ noise_app = typer.Typer(
     help="Correlated-noise mechanisms: sensitivity and tuning.", no_args_is_help=True
 )
 app.add_typer(noise_app, name="noise")
-REPRODUCTIONS = ("fig1",)
+# name -> (module, function, payload keys too large for stdout). Each function takes
+# (out: Path, *, quick: bool) and writes NAME.png and NAME.json into out.
+REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
+    "fig1": ("privopt.experiments.fig1", "reproduce_fig1", ("ratio_curve", "eta_grid")),
+    "fig2": ("privopt.experiments.fig2", "reproduce_fig2", ()),
+}
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 Delta = Annotated[float, typer.Option("--delta", help="Target delta, in (0, 1).")]
@@ -415,18 +420,20 @@ def predict(
 def reproduce(
     name: Annotated[str, typer.Argument(help=f"One of: {', '.join(REPRODUCTIONS)}.")],
     out: Annotated[Path, typer.Option("--out", help="Directory for the PNG and JSON.")],
+    quick: Annotated[bool, typer.Option("--quick", help="Small size (for tests).")] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Reproduce a figure of the seed papers (writes a PNG plot and a JSON of the numbers)."""
     if name not in REPRODUCTIONS:
         raise ValueError(f"Expected a reproduction in ({', '.join(REPRODUCTIONS)}), got {name!r}.")
-    from privopt.experiments.fig1 import reproduce_fig1
+    import importlib
 
-    payload = reproduce_fig1(out)
+    module, function, large = REPRODUCTIONS[name]
+    payload = getattr(importlib.import_module(module), function)(out, quick=quick)
     if as_json:
-        print(json.dumps({k: v for k, v in payload.items() if k != "ratio_curve"}))
+        print(json.dumps({k: v for k, v in payload.items() if k not in large}))
         return
-    Console().print(f"fig1 written to {payload['png']} and {out / 'fig1.json'}")
+    Console().print(f"{name} written to {payload['png']} and {out}")
 
 
 @app.command("demo")

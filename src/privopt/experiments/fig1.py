@@ -19,8 +19,13 @@ from privopt.theory import optimal_to_dpsgd_ratio
 __all__ = ["reproduce_fig1"]
 
 
-def reproduce_fig1(out: Path, etas: tuple[float, ...] = (0.01, 0.05, 0.2)) -> dict:
-    """Write ``fig1.png`` and ``fig1.json`` into ``out``; return the JSON payload."""
+def reproduce_fig1(
+    out: Path, *, quick: bool = False, etas: tuple[float, ...] = (0.01, 0.05, 0.2)
+) -> dict:
+    """Write ``fig1.png`` and ``fig1.json`` into ``out``; return the JSON payload.
+
+    Closed forms only, so ``quick`` changes nothing (accepted for a uniform interface).
+    """
     import matplotlib
 
     matplotlib.use("Agg")
