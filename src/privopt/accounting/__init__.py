@@ -19,6 +19,9 @@ from privopt.accounting.events import (
     Neighbouring,
     PoissonSampledGaussianEvent,
     PrivacyEvent,
+    RenyiGuaranteeEvent,
+    SampledGaussianEvent,
+    SamplingFailureEvent,
     ShuffledGaussianEvent,
 )
 from privopt.accounting.gaussian import (
@@ -52,6 +55,9 @@ __all__ = [
     "PrivacyEvent",
     "PrivacyLedger",
     "PrivacyReport",
+    "RenyiGuaranteeEvent",
+    "SampledGaussianEvent",
+    "SamplingFailureEvent",
     "ShuffleGuarantee",
     "ShuffledGaussianEvent",
     "UnsupportedEventError",

@@ -9,7 +9,8 @@ name        events                                       guarantee
 ``gdp``     Gaussian                                     exact: mu = sqrt(sum mu_i^2)
 ``zcdp``    Gaussian                                     rho = sum rho_i, tight conversion
 ``pld``     Gaussian, Poisson-sampled Gaussian           dp_accounting PLD (pessimistic)
-``rdp``     Gaussian, Poisson-sampled Gaussian           dp_accounting RDP, improved conversion
+``rdp``     Gaussian, Poisson-sampled Gaussian,          dp_accounting RDP, improved conversion
+            uniformly sampled Gaussian (replace-one)
 ==========  ===========================================  ====================================
 
 Events that only have an (epsilon, delta) curve (shuffling amplification) are combined by the
@@ -27,7 +28,12 @@ from typing import Any, ClassVar
 
 import dp_accounting
 
-from privopt.accounting.events import GaussianEvent, PoissonSampledGaussianEvent, PrivacyEvent
+from privopt.accounting.events import (
+    GaussianEvent,
+    PoissonSampledGaussianEvent,
+    PrivacyEvent,
+    SampledGaussianEvent,
+)
 from privopt.accounting.gdp import gdp_epsilon
 from privopt.accounting.subsampled import (
     DEFAULT_PLD_DISCRETIZATION,
@@ -178,18 +184,26 @@ class DpAccountingAccountant(Accountant):
         return "Rényi DP via dp_accounting (default orders, improved RDP-to-DP conversion)"
 
     def _handlers(self):
-        return {
+        handlers = {
             GaussianEvent: _gaussian_dp_event,
             PoissonSampledGaussianEvent: lambda e: dpsgd_event(
                 e.noise_multiplier, e.sample_rate, e.count
             ),
         }
+        if self.kind == "rdp":  # dp_accounting's PLD has no sampling-without-replacement
+            handlers[SampledGaussianEvent] = _sampled_gaussian_dp_event
+        return handlers
 
     def epsilon(self, events: Sequence[PrivacyEvent], delta: float) -> float:
         converted = [c for c in (self._convert(e) for e in events) if c is not None]
         if not converted:
             return 0.0
-        acc = make_dp_accounting_accountant(self.kind, self.pld_discretization)
+        # Sampled-without-replacement events exist only in replace-one ledgers (the event
+        # refuses other relations); Gaussian events carry their own sensitivity either way.
+        replace_one = any(isinstance(e, SampledGaussianEvent) for e in events)
+        acc = make_dp_accounting_accountant(
+            self.kind, self.pld_discretization, replace_one=replace_one
+        )
         acc.compose(dp_accounting.ComposedDpEvent(converted))
         return float(acc.get_epsilon(delta))
 
@@ -202,6 +216,17 @@ def _gaussian_dp_event(event: GaussianEvent) -> dp_accounting.DpEvent | None:
     )
 
 
+def _sampled_gaussian_dp_event(event: SampledGaussianEvent) -> dp_accounting.DpEvent:
+    return dp_accounting.SelfComposedDpEvent(
+        dp_accounting.SampledWithoutReplacementDpEvent(
+            event.population,
+            event.sample_size,
+            dp_accounting.GaussianDpEvent(event.noise_multiplier),
+        ),
+        event.count,
+    )
+
+
 #: Accountant names accepted by the ledger, the CLI and the estimators.
 ACCOUNTANTS = ("auto", "gdp", "zcdp", "pld", "rdp")
 
@@ -209,13 +234,16 @@ ACCOUNTANTS = ("auto", "gdp", "zcdp", "pld", "rdp")
 def get_accountant(name: str, events: Sequence[PrivacyEvent] = ()) -> Accountant:
     """Resolve an accountant name; ``"auto"`` picks the tightest valid one for ``events``.
 
-    ``auto`` uses the exact GDP accountant when every event is a Gaussian release and PLD
-    otherwise.
+    ``auto`` uses the exact GDP accountant when every event is a Gaussian release, otherwise
+    PLD when it supports every event, otherwise RDP.
     """
     if name == "auto":
         if all(isinstance(e, GaussianEvent) for e in events):
             return GDPAccountant()
-        return DpAccountingAccountant("pld")
+        pld = DpAccountingAccountant("pld")
+        if all(pld.supports(e) for e in events):
+            return pld
+        return DpAccountingAccountant("rdp")
     if name == "gdp":
         return GDPAccountant()
     if name == "zcdp":

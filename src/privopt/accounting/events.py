@@ -16,6 +16,11 @@ Notation (the papers' symbols):
 ``sample_rate``        q, Poisson inclusion probability of each record
 ``count``              number of identical, adaptively composed repetitions
 =====================  =================================================================
+
+Two events are not mechanisms but parts of a guarantee: :class:`RenyiGuaranteeEvent` (an RDP
+bound proved in closed form by a paper's theorem) and :class:`SamplingFailureEvent` (a
+data-independent event of small probability on which a stated sensitivity bound may fail; its
+probability adds to delta).
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ __all__ = [
     "Neighbouring",
     "PoissonSampledGaussianEvent",
     "PrivacyEvent",
+    "RenyiGuaranteeEvent",
+    "SampledGaussianEvent",
+    "SamplingFailureEvent",
     "ShuffledGaussianEvent",
 ]
 
@@ -166,3 +174,82 @@ class ShuffledGaussianEvent(PrivacyEvent):
     def epsilon(self, delta: float) -> float:
         """Central epsilon at ``delta`` by FMT21 (raises outside the validity region)."""
         return shuffled_gaussian_guarantee(self.noise_multiplier, self.num_records, delta).epsilon
+
+
+@dataclass(frozen=True)
+class SampledGaussianEvent(PrivacyEvent):
+    """``count`` steps, each on ``sample_size`` records drawn uniformly without replacement.
+
+    Draws are independent across steps (so one record may be used many times: sampling with
+    replacement across steps, as in seed 002's SGD with batch size 1). Each step releases a
+    query of the sample with replace-one l2 sensitivity Delta plus N(0, (noise_multiplier *
+    Delta)^2 I). Accounted by ``dp_accounting``'s RDP of the sampled-without-replacement
+    Gaussian (Wang, Balle & Kasiviswanathan 2019), which is defined for replace-one neighbours.
+    """
+
+    noise_multiplier: float
+    population: int
+    sample_size: int = 1
+    count: int = 1
+    label: str = "uniformly sampled gaussian"
+    mechanism: ClassVar[str] = "sampled-gaussian"
+    relations: ClassVar[frozenset[Neighbouring]] = frozenset({Neighbouring.REPLACE_ONE})
+
+    def __post_init__(self) -> None:
+        object.__setattr__(
+            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+        )
+        object.__setattr__(self, "population", check_count("population", self.population))
+        object.__setattr__(self, "sample_size", check_count("sample_size", self.sample_size))
+        object.__setattr__(self, "count", check_count("count", self.count))
+        if self.sample_size > self.population:
+            raise ValueError(
+                f"sample_size={self.sample_size} exceeds the population {self.population}."
+            )
+
+
+@dataclass(frozen=True)
+class RenyiGuaranteeEvent(PrivacyEvent):
+    """A closed-form (order, value)-RDP guarantee proved by a theorem (not by an accountant).
+
+    Converted with the classical bound of Mironov (2017, Prop. 3), as the papers that state such
+    guarantees do: epsilon(delta) = value + log(1 / delta) / (order - 1). Composed with other
+    events by basic composition in the ledger.
+    """
+
+    order: float
+    value: float
+    label: str = "closed-form RDP guarantee"
+    mechanism: ClassVar[str] = "rdp-guarantee"
+
+    def __post_init__(self) -> None:
+        order = check_positive("order", self.order)
+        if not order > 1.0:
+            raise ValueError(f"Expected an RDP order > 1, got {order!r}.")
+        object.__setattr__(self, "order", order)
+        object.__setattr__(self, "value", check_nonnegative("value", self.value))
+
+    def epsilon(self, delta: float) -> float:
+        """epsilon at ``delta`` by the classical RDP-to-DP conversion."""
+        return self.value + math.log(1.0 / delta) / (self.order - 1.0)
+
+
+@dataclass(frozen=True)
+class SamplingFailureEvent(PrivacyEvent):
+    """A data-independent event of probability at most ``probability`` voiding a sensitivity bound.
+
+    E.g. seed 002's output perturbation: the stability bound holds unless the (data-independent)
+    index sequence visits some record more often than a Chernoff bound allows. A mechanism that
+    is (epsilon, delta')-DP on the complement is (epsilon, delta' + probability)-DP, so the
+    ledger subtracts ``probability`` from delta before composing the other events.
+    """
+
+    probability: float
+    label: str = "sampling failure"
+    mechanism: ClassVar[str] = "sampling-failure"
+
+    def __post_init__(self) -> None:
+        probability = check_nonnegative("probability", self.probability)
+        if not probability < 1.0:
+            raise ValueError(f"Expected a failure probability in [0, 1), got {probability!r}.")
+        object.__setattr__(self, "probability", probability)

@@ -12,9 +12,12 @@ Composition rules
   and parts are disjoint, so a record's privacy loss is that of the shared events plus the
   events of its own part. The ledger reports the worst part. One-pass algorithms that use each
   record in one batch only (DP-AMBSSGD, DP-FTRL-Σ estimation sets) rely on this.
-* **Curve-only events** (shuffling amplification) have no RDP/zCDP form; they are combined with
-  the rest by basic composition: delta is split equally between the accountable part and each
-  curve-only event, and the epsilons add.
+* **Curve-only events** (shuffling amplification, closed-form RDP guarantees of a theorem) have
+  no form an accountant composes; they are combined with the rest by basic composition: delta is
+  split equally between the accountable part and each curve-only event, and the epsilons add.
+* **Sampling failures**: a :class:`SamplingFailureEvent` of probability gamma (a data-independent
+  event voiding a sensitivity bound) adds gamma to delta, so the other events are composed at
+  delta minus the total failure probability.
 """
 
 from __future__ import annotations
@@ -28,6 +31,8 @@ from privopt.accounting.events import (
     GaussianEvent,
     Neighbouring,
     PrivacyEvent,
+    RenyiGuaranteeEvent,
+    SamplingFailureEvent,
     ShuffledGaussianEvent,
 )
 from privopt.accounting.report import PrivacyReport, summarise_events
@@ -35,7 +40,7 @@ from privopt.accounting.report import PrivacyReport, summarise_events
 __all__ = ["LedgerEntry", "PrivacyLedger"]
 
 #: Events that only offer epsilon(delta) from their own theorem.
-_CURVE_ONLY = (ShuffledGaussianEvent,)
+_CURVE_ONLY = (ShuffledGaussianEvent, RenyiGuaranteeEvent)
 
 
 @dataclass(frozen=True)
@@ -119,11 +124,18 @@ class PrivacyLedger:
         shared: list[PrivacyEvent] = []
         parts: dict[Hashable, list[PrivacyEvent]] = {}
         for entry in self._entries:
+            if isinstance(entry.event, SamplingFailureEvent):
+                continue  # not composed: its probability is taken off delta (see epsilon)
             if entry.partition is None:
                 shared.append(entry.event)
             else:
                 parts.setdefault(entry.partition, []).append(entry.event)
         return shared, list(parts.values())
+
+    @property
+    def failure_probability(self) -> float:
+        """Total probability of the recorded sampling failures (added to delta)."""
+        return float(sum(e.probability for e in self.events if isinstance(e, SamplingFailureEvent)))
 
     @property
     def num_partitions(self) -> int:
@@ -152,7 +164,9 @@ class PrivacyLedger:
 
     def resolve_accountant(self, accountant: str | Accountant = "auto") -> Accountant:
         """The accountant that :meth:`epsilon` uses, validated against the recorded events."""
-        accountable = [e for e in self.events if not isinstance(e, _CURVE_ONLY)]
+        accountable = [
+            e for e in self.events if not isinstance(e, (*_CURVE_ONLY, SamplingFailureEvent))
+        ]
         acc = (
             accountant
             if isinstance(accountant, Accountant)
@@ -165,6 +179,14 @@ class PrivacyLedger:
         """epsilon at ``delta`` of everything recorded (0 for an empty ledger)."""
         delta = check_probability("delta", delta)
         acc = self.resolve_accountant(accountant)
+        failure = self.failure_probability
+        if failure > 0.0:
+            if not failure < delta:
+                raise ValueError(
+                    f"delta={delta:g} does not exceed the recorded sampling-failure "
+                    f"probability {failure:g}; no (epsilon, delta) claim is possible."
+                )
+            delta -= failure
         shared, parts = self._split()
         if not any(isinstance(e, _CURVE_ONLY) for e in self.events):
             return acc.epsilon_parallel(shared, parts, delta)
@@ -183,7 +205,11 @@ class PrivacyLedger:
                 "touched by the shared events and by its own partition's events"
             )
         if any(isinstance(e, _CURVE_ONLY) for e in self.events):
-            composition += "; shuffle-amplified events joined by basic composition"
+            composition += "; curve-only events (their own theorem) joined by basic composition"
+        if self.failure_probability > 0.0:
+            composition += (
+                f"; delta includes a sampling-failure probability of {self.failure_probability:g}"
+            )
         assumptions = list(self._assumptions)
         if parts:
             assumptions.append(

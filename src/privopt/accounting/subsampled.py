@@ -35,10 +35,18 @@ DEFAULT_PLD_DISCRETIZATION = 1e-4
 
 
 def make_dp_accounting_accountant(
-    accountant: str, pld_discretization: float = DEFAULT_PLD_DISCRETIZATION
+    accountant: str,
+    pld_discretization: float = DEFAULT_PLD_DISCRETIZATION,
+    *,
+    replace_one: bool = False,
 ) -> dp_accounting.PrivacyAccountant:
-    """A fresh add/remove-one ``dp_accounting`` accountant of the named kind ("pld" or "rdp")."""
+    """A fresh ``dp_accounting`` accountant of the named kind ("pld" or "rdp").
+
+    Add/remove-one neighbours by default; ``replace_one`` for sampling without replacement.
+    """
     relation = dp_accounting.NeighboringRelation.ADD_OR_REMOVE_ONE
+    if replace_one:
+        relation = dp_accounting.NeighboringRelation.REPLACE_ONE
     if accountant == "pld":
         return pld.PLDAccountant(
             neighboring_relation=relation, value_discretization_interval=pld_discretization

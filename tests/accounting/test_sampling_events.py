@@ -1,0 +1,87 @@
+"""Events added for seed 002: uniformly sampled Gaussian steps, closed-form RDP guarantees and
+sampling failures (their composition in the ledger)."""
+
+import math
+
+import dp_accounting
+import pytest
+
+from privopt.accounting import (
+    GaussianEvent,
+    PrivacyLedger,
+    RenyiGuaranteeEvent,
+    SampledGaussianEvent,
+    SamplingFailureEvent,
+    gaussian_epsilon,
+)
+from privopt.accounting.accountants import DpAccountingAccountant, get_accountant
+
+
+def _ledger(*events, relation="replace-one"):
+    ledger = PrivacyLedger(relation)
+    for event in events:
+        ledger.record(event)
+    return ledger
+
+
+def test_sampled_gaussian_matches_dp_accounting_replace_one_rdp():
+    event = SampledGaussianEvent(noise_multiplier=2.0, population=1000, count=5000)
+    direct = dp_accounting.rdp.RdpAccountant(
+        neighboring_relation=dp_accounting.NeighboringRelation.REPLACE_ONE
+    )
+    direct.compose(
+        dp_accounting.SelfComposedDpEvent(
+            dp_accounting.SampledWithoutReplacementDpEvent(
+                1000, 1, dp_accounting.GaussianDpEvent(2.0)
+            ),
+            5000,
+        )
+    )
+    ledger = _ledger(event)
+    assert ledger.epsilon(1e-6) == pytest.approx(direct.get_epsilon(1e-6), rel=1e-12)
+    assert ledger.report(1e-6).accountant == "rdp"  # auto: PLD cannot compose it
+
+
+def test_sampled_gaussian_is_rdp_only_and_replace_one_only():
+    event = SampledGaussianEvent(noise_multiplier=1.0, population=10)
+    assert not DpAccountingAccountant("pld").supports(event)
+    assert DpAccountingAccountant("rdp").supports(event)
+    assert get_accountant("auto", [event]).name == "rdp"
+    with pytest.raises(ValueError, match="replace-one"):
+        PrivacyLedger("add-remove").record(event)
+    with pytest.raises(ValueError, match="exceeds the population"):
+        SampledGaussianEvent(noise_multiplier=1.0, population=3, sample_size=4)
+
+
+def test_sampled_gaussian_monotone_in_steps_population_and_noise():
+    def eps(**kw):
+        args = {"noise_multiplier": 2.0, "population": 500, "count": 1000} | kw
+        return _ledger(SampledGaussianEvent(**args)).epsilon(1e-6)
+
+    base = eps()
+    assert eps(count=2000) > base
+    assert eps(population=1000) < base
+    assert eps(noise_multiplier=3.0) < base
+
+
+def test_renyi_guarantee_uses_the_classical_conversion():
+    event = RenyiGuaranteeEvent(order=21.0, value=0.3)
+    assert event.epsilon(1e-5) == pytest.approx(0.3 + math.log(1e5) / 20.0)
+    assert _ledger(event).epsilon(1e-5) == pytest.approx(event.epsilon(1e-5))
+    with pytest.raises(ValueError, match="order > 1"):
+        RenyiGuaranteeEvent(order=1.0, value=0.1)
+
+
+def test_sampling_failure_is_taken_off_delta():
+    gaussian = GaussianEvent(sensitivity=0.5, std=2.0)
+    ledger = _ledger(gaussian, SamplingFailureEvent(probability=5e-7))
+    expected = gaussian_epsilon(2.0, 1e-6 - 5e-7, 0.5)
+    assert ledger.epsilon(1e-6) == pytest.approx(expected, rel=1e-9)
+    assert ledger.epsilon(1e-6) > _ledger(gaussian).epsilon(1e-6)
+    assert ledger.rho is None and ledger.mu is None  # the failure has no zCDP form
+    report = ledger.report(1e-6)
+    assert "sampling-failure probability of 5e-07" in report.composition
+    with pytest.raises(ValueError, match="does not exceed"):
+        ledger.epsilon(5e-7)
+    with pytest.raises(ValueError, match="failure probability"):
+        SamplingFailureEvent(probability=1.0)
