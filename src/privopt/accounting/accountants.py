@@ -181,7 +181,10 @@ class DpAccountingAccountant(Accountant):
                 "privacy loss distribution via dp_accounting "
                 f"(pessimistic estimate, value discretisation {self.pld_discretization:g})"
             )
-        return "Rényi DP via dp_accounting (default orders, improved RDP-to-DP conversion)"
+        return (
+            "Rényi DP via dp_accounting (default orders; orders <= 128 for replace-one sampled "
+            "events; improved RDP-to-DP conversion)"
+        )
 
     def _handlers(self):
         handlers = {
