@@ -19,6 +19,25 @@ from privopt.algorithms.ftrl import (
     ftrl_participation,
     noisy_ftrl,
 )
+from privopt.algorithms.gradient_perturbation import (
+    Theorem11Noise,
+    dp_sgd_gradient,
+    rdp_gradient_noise,
+    theorem11_noise,
+)
+from privopt.algorithms.holder_advisor import (
+    Schedule,
+    lemma13_epsilon_threshold,
+    recommended_schedule,
+)
+from privopt.algorithms.holder_stability import (
+    StabilityBound,
+    stability_bound,
+    stability_bound_for_loss,
+    uas_bound,
+    uas_bound_for_loss,
+)
+from privopt.algorithms.output_perturbation import dp_sgd_output
 from privopt.algorithms.preprocess import (
     LinearBounds,
     SecondMoment,
@@ -26,6 +45,7 @@ from privopt.algorithms.preprocess import (
     private_second_moment,
     public_bounds,
 )
+from privopt.algorithms.projected_sgd import SGDRun, projected_sgd
 from privopt.algorithms.result import FitResult, FitTrace
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, max_ssgd_epsilon
 
@@ -38,19 +58,34 @@ __all__ = [
     "LinearBounds",
     "LinearRegressionModel",
     "LogisticRegressionModel",
+    "SGDRun",
+    "Schedule",
     "SecondMoment",
+    "StabilityBound",
+    "Theorem11Noise",
     "calibrate_ftrl_noise",
     "calibrate_ssgd_noise",
     "dp_ambssgd",
     "dp_ftrl",
+    "dp_sgd_gradient",
+    "dp_sgd_output",
     "dp_ssgd",
     "ftrl_participation",
+    "lemma13_epsilon_threshold",
     "max_ssgd_epsilon",
     "noise_multipliers",
     "noisy_ftrl",
     "practical_config",
     "private_bounds",
     "private_second_moment",
+    "projected_sgd",
     "public_bounds",
+    "rdp_gradient_noise",
+    "recommended_schedule",
+    "stability_bound",
+    "stability_bound_for_loss",
+    "theorem11_noise",
     "theory_config",
+    "uas_bound",
+    "uas_bound_for_loss",
 ]

@@ -1,0 +1,290 @@
+"""DP-SGD-Gradient (seed 002, Algorithm 2): noisy projected SGD on a ball, averaged iterate.
+
+    G = sup ||grad l(w; z)|| over ||w|| <= R and the data domain (per-step sensitivity 2G)
+    w_{t+1} = Proj_{B(0,R)}(w_t - eta (grad l(w_t; z_{i_t}) + b_t)),  b_t ~ N(0, sigma^2 I_d)
+    output  (1/T) sum_{t=1}^T w_t
+
+Two analyses of the same mechanism (T steps of a uniformly sampled Gaussian, one record of n per
+step, replace-one neighbours) are offered:
+
+* ``"paper"``, Theorem 11: Liang et al.'s subsampled-Gaussian RDP bound (Lemma 3), composed
+  over T steps and converted with Mironov's bound. For beta in (0, 1),
+  lambda = log(1/delta) / ((1 - beta) epsilon) + 1 and
+  sigma^2 = 14 G^2 T lambda / (beta n^2 epsilon), valid only where conditions (32)
+  sigma^2 / (4 G^2) >= 0.67 and (33)
+  lambda - 1 <= sigma^2 / (6 G^2) log(n / (lambda (1 + sigma^2 / (4 G^2)))) hold. The
+  admissible beta are found on a grid (they are often tiny, ~1e-4, notes/002.md §4.4) and the one
+  closest to 1/2 is used (Remark 4). Lemma 13's sufficient condition is not relied on: it is false
+  for 18 <= n <= 43 (notes §4.4).
+* ``"rdp"``: dp_accounting's RDP of the sampled-without-replacement Gaussian (one record of n),
+  composed over T steps, with sigma calibrated to the target by a verified root search.
+
+``"auto"`` (the default) uses the valid analysis with the smaller sigma, and says which in the
+report. The domain must be bounded: on R^d the per-step sensitivity 2 (M + L ||w_t||^alpha) is
+unbounded because the noise makes ||w_t|| random (seed 002 Remark 5, notes §4.5).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive
+from privopt.accounting import (
+    PrivacyLedger,
+    RenyiGuaranteeEvent,
+    SampledGaussianEvent,
+)
+from privopt.accounting._search import feasible_boundary
+from privopt.algorithms.holder_problem import HolderProblem
+from privopt.algorithms.projected_sgd import projected_sgd
+from privopt.algorithms.result import FitResult, FitTrace
+from privopt.losses import LinearLoss
+
+__all__ = [
+    "Theorem11Noise",
+    "dp_sgd_gradient",
+    "rdp_gradient_noise",
+    "theorem11_conditions",
+    "theorem11_noise",
+    "theorem11_sigma",
+]
+
+ACCOUNTING = ("auto", "paper", "rdp")
+GRADIENT_BOUNDS = ("tight", "paper")
+
+# beta grid: log-spaced down to 1e-12 (the admissible set is often near 0) plus a linear grid.
+_BETA_GRID = np.unique(
+    np.concatenate([np.logspace(-12, 0, 4001)[:-1], np.linspace(1e-4, 1.0, 10001)[:-1]])
+)
+
+
+@dataclass(frozen=True)
+class Theorem11Noise:
+    """An admissible beta of Theorem 11 and what it implies (notes/002.md §4.1, §9.1 item 9)."""
+
+    beta: float
+    order: float  # lambda
+    sigma: float
+    per_step_rdp: float  # beta epsilon / T
+    slack_32: float
+    slack_33: float
+    admissible_range: tuple[float, float]
+
+
+def _order(beta, epsilon, delta):
+    # lambda, rounded up by a relative 1e-12 so that the Mironov conversion of the composed RDP
+    # lands at or below the target epsilon in floating point (sigma is computed from it).
+    return np.log(1.0 / delta) / ((1.0 - beta) * epsilon) * (1.0 + 1e-12) + 1.0
+
+
+def theorem11_sigma(beta, epsilon, delta, n, steps, gradient_bound):
+    """sigma of Algorithm 2 line 3: sqrt(14 G^2 T lambda / (beta n^2 epsilon)) (vectorised)."""
+    lam = _order(beta, epsilon, delta)
+    return np.sqrt(14.0 * gradient_bound**2 * steps * lam / (beta * n**2 * epsilon))
+
+
+def theorem11_conditions(beta, epsilon, delta, n, steps, gradient_bound):
+    """Slacks of conditions (32) and (33) at beta (both >= 0 means admissible; vectorised).
+
+    (32): sigma^2 / (4 G^2) - 0.67.  (33): sigma^2 / (6 G^2) log(n / (lambda (1 + sigma^2 /
+    (4 G^2)))) - (lambda - 1), which is -inf where the logarithm's argument is <= 1.
+    """
+    beta = np.asarray(beta, dtype=float)
+    lam = _order(beta, epsilon, delta)
+    ratio = theorem11_sigma(beta, epsilon, delta, n, steps, gradient_bound) ** 2 / (
+        4.0 * gradient_bound**2
+    )
+    argument = n / (lam * (1.0 + ratio))
+    with np.errstate(divide="ignore", invalid="ignore"):
+        log_term = np.where(argument > 1.0, np.log(np.maximum(argument, 1e-300)), -np.inf)
+    slack_33 = np.where(argument > 1.0, (2.0 / 3.0) * ratio * log_term - (lam - 1.0), -np.inf)
+    return ratio - 0.67, slack_33
+
+
+def theorem11_noise(
+    epsilon: float, delta: float, n: int, steps: int, gradient_bound: float
+) -> Theorem11Noise | None:
+    """The admissible beta closest to 1/2 (Remark 4), or None when no beta satisfies (32)-(33)."""
+    slack_32, slack_33 = theorem11_conditions(_BETA_GRID, epsilon, delta, n, steps, gradient_bound)
+    ok = (slack_32 >= 0) & (slack_33 >= 0)
+    if not np.any(ok):
+        return None
+    admissible = _BETA_GRID[ok]
+    beta = float(admissible[np.argmin(np.abs(admissible - 0.5))])
+    sigma = float(theorem11_sigma(beta, epsilon, delta, n, steps, gradient_bound))
+    s32, s33 = theorem11_conditions(beta, epsilon, delta, n, steps, gradient_bound)
+    return Theorem11Noise(
+        beta=beta,
+        order=float(_order(beta, epsilon, delta)),
+        sigma=sigma,
+        per_step_rdp=beta * epsilon / steps,
+        slack_32=float(s32),
+        slack_33=float(s33),
+        admissible_range=(float(admissible.min()), float(admissible.max())),
+    )
+
+
+@functools.lru_cache(maxsize=256)
+def _rdp_epsilon(noise_multiplier: float, n: int, steps: int, delta: float) -> float:
+    ledger = PrivacyLedger("replace-one")
+    ledger.record(SampledGaussianEvent(noise_multiplier, population=n, count=steps))
+    return ledger.epsilon(delta, "rdp")
+
+
+def rdp_gradient_noise(
+    epsilon: float, delta: float, n: int, steps: int, gradient_bound: float
+) -> float:
+    """Smallest sigma (verified) with dp_accounting RDP epsilon <= target for T sampled steps.
+
+    The noise multiplier is sigma / (2 G): 2G is the replace-one sensitivity of one gradient.
+    Each evaluation of the replace-one RDP takes about a second, so the root is found to a
+    relative 1e-4 (on the conservative side) and evaluations are cached.
+    """
+
+    def excess(multiplier: float) -> float:
+        return _rdp_epsilon(multiplier, n, steps, delta) - epsilon
+
+    good = 1.0
+    while excess(good) > 0:
+        good *= 4.0
+        if good > 1e8:
+            raise ValueError("No noise level reaches the target epsilon (RDP accounting).")
+    multiplier = feasible_boundary(excess, good, good / 4.0, rtol=1e-4)
+    return multiplier * 2.0 * gradient_bound
+
+
+def dp_sgd_gradient(
+    X: np.ndarray,
+    y: np.ndarray,
+    loss: str | LinearLoss,
+    *,
+    epsilon: float,
+    delta: float,
+    x_bound: float,
+    radius: float | None,
+    eta: float,
+    steps: int,
+    rng: np.random.Generator,
+    y_bound: float | None = None,
+    accounting: str = "auto",
+    gradient_bound: str = "tight",
+) -> FitResult:
+    """Private linear model by noisy projected SGD (seed 002, Algorithm 2).
+
+    Args:
+        X, y, loss, x_bound, y_bound: as in :func:`privopt.algorithms.dp_sgd_output`.
+        epsilon, delta: the target.
+        radius: R of the domain ball (required: see the module docstring).
+        eta: constant step (privacy does not depend on it; Theorem 12 uses
+            eta < min{1, 1/L}).
+        steps: T.
+        rng: randomness of the index sequence and the gradient noise.
+        accounting: ``"auto"`` (smaller valid sigma), ``"paper"`` (Theorem 11) or ``"rdp"``.
+        gradient_bound: ``"tight"`` (sup of the gradient norm over the ball, notes §5) or
+            ``"paper"`` (M + L R^alpha); both are valid, the tight one is never larger.
+    """
+    if radius is None:
+        raise ValueError(
+            "Gradient perturbation needs a bounded domain (radius R): on R^d the per-step "
+            "sensitivity 2 (M + L ||w_t||^alpha) cannot be bounded because the noise makes "
+            "||w_t|| random (seed 002 Remark 5, an open problem; notes/002.md §4.5). Use "
+            "output perturbation for an unbounded domain."
+        )
+    if accounting not in ACCOUNTING:
+        raise ValueError(f"Expected accounting in {ACCOUNTING}, got {accounting!r}.")
+    if gradient_bound not in GRADIENT_BOUNDS:
+        raise ValueError(f"Expected gradient_bound in {GRADIENT_BOUNDS}, got {gradient_bound!r}.")
+    problem = HolderProblem.build(X, y, loss, epsilon, delta, x_bound, y_bound, radius)
+    check_positive("eta", eta)
+    steps = check_count("steps", steps)
+    c = problem.constants
+    bound = c.lipschitz if gradient_bound == "tight" else c.paper_gradient_bound
+    if not math.isfinite(bound):
+        raise ValueError(f"The {problem.loss.name} loss has no finite gradient bound on the ball.")
+    n = problem.n
+
+    paper = theorem11_noise(epsilon, delta, n, steps, bound)
+    rdp_sigma = (
+        rdp_gradient_noise(epsilon, delta, n, steps, bound) if accounting != "paper" else None
+    )
+    if accounting == "paper" and paper is None:
+        raise ValueError(
+            f"No beta in (0, 1) satisfies Theorem 11's conditions (32)-(33) at n={n}, T={steps}, "
+            f"epsilon={epsilon:g}, delta={delta:g}; the paper's analysis certifies nothing here "
+            "(Lemma 13 is false for 18 <= n <= 43, notes/002.md §4.4). Use accounting='rdp' or "
+            "'auto', a larger epsilon, or fewer steps."
+        )
+    use_paper = accounting == "paper" or (
+        accounting == "auto" and paper is not None and paper.sigma <= rdp_sigma
+    )
+    sigma = paper.sigma if use_paper else rdp_sigma
+
+    run = projected_sgd(
+        problem.X,
+        problem.y,
+        problem.loss,
+        eta=eta,
+        steps=steps,
+        rng=rng,
+        radius=radius,
+        noise_std=sigma,
+    )
+    ledger = problem.ledger()
+    if use_paper:
+        ledger.record(
+            RenyiGuaranteeEvent(
+                order=paper.order,
+                value=paper.beta * epsilon,
+                label="noisy SGD steps, Theorem 11 (Liang et al. subsampled-Gaussian RDP)",
+            )
+        )
+    else:
+        ledger.record(
+            SampledGaussianEvent(
+                sigma / (2.0 * bound),
+                population=n,
+                count=steps,
+                label="noisy SGD steps (one record of n per step)",
+            )
+        )
+    ledger.assume(
+        f"per-step gradient norm <= G = {bound:.6g} ({gradient_bound} bound) on the ball of "
+        f"radius {radius:g}; replace-one sensitivity 2G"
+    )
+    used = "Theorem 11 (paper)" if use_paper else "dp_accounting RDP of the sampled Gaussian"
+    paper_note = (
+        f"Theorem 11 sigma = {paper.sigma:.6g} (beta = {paper.beta:.3g}, lambda = "
+        f"{paper.order:.4g})"
+        if paper
+        else "Theorem 11 has no admissible beta"
+    )
+    rdp_note = "" if rdp_sigma is None else f"; RDP sigma = {rdp_sigma:.6g}"
+    ledger.assume(f"accounting used: {used}; {paper_note}{rdp_note}")
+    report = ledger.report(delta)
+    return FitResult(
+        coef=run.average,
+        intercept=0.0,
+        report=report,
+        trace=FitTrace.empty(),
+        method="dp-sgd-gradient",
+        info={
+            "sigma": sigma,
+            "accounting": "paper" if use_paper else "rdp",
+            "paper_sigma": None if paper is None else paper.sigma,
+            "paper_beta": None if paper is None else paper.beta,
+            "paper_order": None if paper is None else paper.order,
+            "paper_admissible_beta": None if paper is None else paper.admissible_range,
+            "rdp_sigma": rdp_sigma,
+            "rdp_epsilon_at_sigma": _rdp_epsilon(sigma / (2.0 * bound), n, steps, delta),
+            "gradient_bound": bound,
+            "eta": eta,
+            "steps": steps,
+            "radius": radius,
+            "loss": problem.loss.name,
+            "max_visits": int(run.visits.max()),
+        },
+    )
