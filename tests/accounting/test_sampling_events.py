@@ -92,3 +92,23 @@ def test_sampling_failure_is_taken_off_delta():
         ledger.epsilon(5e-7)
     with pytest.raises(ValueError, match="failure probability"):
         SamplingFailureEvent(probability=1.0)
+
+
+def test_auto_accounts_each_partition_with_its_tightest_accountant():
+    gaussian = GaussianEvent(sensitivity=1.0, std=4.0)
+    sampled = SampledGaussianEvent(noise_multiplier=1.0, population=1000, count=1000)
+    ledger = PrivacyLedger("replace-one")
+    ledger.record(gaussian, partition="preprocessing")
+    ledger.record(sampled, partition="fit")
+    expected = max(
+        gaussian_epsilon(4.0, 1e-6, 1.0),  # exact GDP for the Gaussian-only part
+        DpAccountingAccountant("rdp").epsilon([sampled], 1e-6),
+    )
+    assert ledger.epsilon(1e-6) == pytest.approx(expected, rel=1e-12)
+    # RDP for everything would be looser on the Gaussian part
+    assert DpAccountingAccountant("rdp").epsilon([gaussian], 1e-6) > gaussian_epsilon(4.0, 1e-6)
+    report = ledger.report(1e-6)
+    assert report.accountant == "auto: gdp, rdp" and report.epsilon == ledger.epsilon(1e-6)
+    assert "per partition" in report.accountant_description
+    # an explicit accountant is used for every partition
+    assert ledger.epsilon(1e-6, "rdp") >= ledger.epsilon(1e-6)

@@ -175,10 +175,31 @@ class PrivacyLedger:
         acc.check(accountable)
         return acc
 
+    def _per_partition_accountants(
+        self, accountant: str | Accountant
+    ) -> list[tuple[Accountant, list[PrivacyEvent]]] | None:
+        """For ``"auto"`` over partitions whose tightest accountants differ: (accountant, group).
+
+        Parallel composition bounds each record's loss by its own group (shared events plus its
+        partition's), so each group may use the tightest accountant valid for it (e.g. exact GDP
+        for Gaussian-only preprocessing parts, RDP for a part with sampled steps).
+        """
+        shared, parts = self._split()
+        if accountant != "auto" or not parts:
+            return None
+        groups = [[*shared, *p] for p in parts]
+        chosen = [
+            get_accountant("auto", [e for e in g if not isinstance(e, _CURVE_ONLY)]) for g in groups
+        ]
+        if len({a.name for a in chosen}) == 1:
+            return None
+        return list(zip(chosen, groups, strict=True))
+
     def epsilon(self, delta: float, accountant: str | Accountant = "auto") -> float:
         """epsilon at ``delta`` of everything recorded (0 for an empty ledger)."""
         delta = check_probability("delta", delta)
-        acc = self.resolve_accountant(accountant)
+        per_partition = self._per_partition_accountants(accountant)
+        acc = None if per_partition else self.resolve_accountant(accountant)
         failure = self.failure_probability
         if failure > 0.0:
             if not failure < delta:
@@ -187,6 +208,8 @@ class PrivacyLedger:
                     f"probability {failure:g}; no (epsilon, delta) claim is possible."
                 )
             delta -= failure
+        if per_partition:
+            return max(_basic_composition(a, group, delta) for a, group in per_partition)
         shared, parts = self._split()
         if not any(isinstance(e, _CURVE_ONLY) for e in self.events):
             return acc.epsilon_parallel(shared, parts, delta)
@@ -195,8 +218,19 @@ class PrivacyLedger:
 
     def report(self, delta: float, accountant: str | Accountant = "auto") -> PrivacyReport:
         """The privacy report of the fit at ``delta``."""
-        acc = self.resolve_accountant(accountant)
-        epsilon = self.epsilon(delta, acc)
+        per_partition = self._per_partition_accountants(accountant)
+        if per_partition:
+            epsilon = self.epsilon(delta, accountant)
+            names = list(dict.fromkeys(a.name for a, _ in per_partition))
+            descriptions = list(dict.fromkeys(a.description for a, _ in per_partition))
+            name = "auto: " + ", ".join(names)
+            description = (
+                "per partition, the tightest valid accountant (" + "; ".join(descriptions) + ")"
+            )
+        else:
+            acc = self.resolve_accountant(accountant)
+            epsilon = self.epsilon(delta, acc)
+            name, description = acc.name, acc.description
         parts = self.num_partitions
         composition = "sequential (adaptive) composition of all events"
         if parts:
@@ -220,8 +254,8 @@ class PrivacyLedger:
             delta=delta,
             rho=self.rho,
             mu=self.mu,
-            accountant=acc.name,
-            accountant_description=acc.description,
+            accountant=name,
+            accountant_description=description,
             neighbouring=self.neighbouring.value,
             neighbouring_description=self.neighbouring.description,
             composition=composition,
