@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass
 
 import numpy as np
@@ -172,6 +173,8 @@ def dp_sgd_gradient(
     y_bound: float | None = None,
     accounting: str = "auto",
     gradient_bound: str = "tight",
+    ledger: PrivacyLedger | None = None,
+    partition: Hashable | None = None,
 ) -> FitResult:
     """Private linear model by noisy projected SGD (seed 002, Algorithm 2).
 
@@ -186,6 +189,7 @@ def dp_sgd_gradient(
         accounting: ``"auto"`` (smaller valid sigma), ``"paper"`` (Theorem 11) or ``"rdp"``.
         gradient_bound: ``"tight"`` (sup of the gradient norm over the ball, notes §5) or
             ``"paper"`` (M + L R^alpha); both are valid, the tight one is never larger.
+        ledger, partition: record into this replace-one ledger under this partition label.
     """
     if radius is None:
         raise ValueError(
@@ -233,14 +237,15 @@ def dp_sgd_gradient(
         radius=radius,
         noise_std=sigma,
     )
-    ledger = problem.ledger()
+    ledger = problem.ledger(ledger)
     if use_paper:
         ledger.record(
             RenyiGuaranteeEvent(
                 order=paper.order,
                 value=paper.beta * epsilon,
                 label="noisy SGD steps, Theorem 11 (Liang et al. subsampled-Gaussian RDP)",
-            )
+            ),
+            partition=partition,
         )
     else:
         ledger.record(
@@ -249,7 +254,8 @@ def dp_sgd_gradient(
                 population=n,
                 count=steps,
                 label="noisy SGD steps (one record of n per step)",
-            )
+            ),
+            partition=partition,
         )
     ledger.assume(
         f"per-step gradient norm <= G = {bound:.6g} ({gradient_bound} bound) on the ball of "

@@ -56,20 +56,30 @@ class HolderProblem:
         constants = loss.constants(x_bound, y_bound, radius)
         return cls(X, y, loss, constants, float(x_bound), y_bound)
 
-    def ledger(self) -> PrivacyLedger:
-        """A replace-one ledger carrying the assumptions every seed-002 fit relies on."""
+    def ledger(self, ledger: PrivacyLedger | None = None) -> PrivacyLedger:
+        """The fit's replace-one ledger (``ledger`` or a new one) with this problem's assumptions.
+
+        The sensitivities of seed 002's analysis are replace-one sensitivities, so an external
+        ledger must use that relation.
+        """
+        if ledger is None:
+            ledger = PrivacyLedger("replace-one")
+        elif ledger.neighbouring.value != "replace-one":
+            raise ValueError(
+                "Seed 002's algorithms are analysed under replace-one neighbours; got a "
+                f"{ledger.neighbouring.value!r} ledger."
+            )
         c = self.constants
         bounds = f"||x|| <= {self.x_bound:g}"
         if self.loss.task == "regression":
             bounds += f", |y| <= {self.y_bound:g}" if self.y_bound is not None else ""
-        return PrivacyLedger(
-            "replace-one",
-            assumptions=(
-                f"public data bounds {bounds}, enforced on every record",
-                f"n = {self.n} is public (replace-one neighbours)",
-                f"{self.loss.name} loss: convex, nonnegative, {c.alpha:g}-Hölder smooth with "
-                f"L = {c.L:.6g}, M = {c.M:.6g}, M0 = {c.M0:.6g} (suprema over the data domain)",
-                "step size, number of steps, domain radius chosen independently of the data",
-                "indices i_1..i_T drawn uniformly with replacement, batch size 1",
-            ),
-        )
+        for text in (
+            f"public data bounds {bounds}, enforced on every record",
+            f"n = {self.n} is public (replace-one neighbours)",
+            f"{self.loss.name} loss: convex, nonnegative, {c.alpha:g}-Hölder smooth with "
+            f"L = {c.L:.6g}, M = {c.M:.6g}, M0 = {c.M0:.6g} (suprema over the data domain)",
+            "step size, number of steps, domain radius chosen independently of the data",
+            "indices i_1..i_T drawn uniformly with replacement, batch size 1",
+        ):
+            ledger.assume(text)
+        return ledger

@@ -12,16 +12,21 @@ sensitivity <= Delta, so the Gaussian release is (epsilon, delta / 2)-DP; in tot
 formula, which is not valid for large epsilon (notes/002.md §9.3, pitfall 6); privopt uses the
 exact Gaussian mechanism (Balle & Wang 2018) and reports the classical value for comparison.
 Theorem 7 needs 0 < eta < min{1, 1/L}; outside it there is no certificate and a ValueError is
-raised. Every constant (alpha, L, M, M0) is a supremum over the public data domain
-(||x|| <= x_bound, |y| <= y_bound), which is enforced, never estimated from the sample.
+raised. The gradient-norm bound inside Theorem 7 is the smaller of the paper's (M + L R^alpha, or
+M + L (C_alpha T eta)^{alpha/2} on R^d) and the loss's tight supremum over the domain. Every
+constant (alpha, L, M, M0) is a supremum over the public data domain (||x|| <= x_bound,
+|y| <= y_bound), which is enforced, never estimated from the sample.
 """
 
 from __future__ import annotations
+
+from collections.abc import Hashable
 
 import numpy as np
 
 from privopt.accounting import (
     GaussianEvent,
+    PrivacyLedger,
     SamplingFailureEvent,
     calibrate_gaussian_sigma,
     classical_gaussian_sigma,
@@ -49,6 +54,8 @@ def dp_sgd_output(
     rng: np.random.Generator,
     y_bound: float | None = None,
     radius: float | None = None,
+    ledger: PrivacyLedger | None = None,
+    partition: Hashable | None = None,
 ) -> FitResult:
     """Private linear model by output perturbation of averaged SGD (seed 002, Algorithm 1).
 
@@ -63,6 +70,8 @@ def dp_sgd_output(
         rng: randomness of the index sequence and of the output noise.
         radius: R of the domain ball B(0, R); None for R^d (Theorem 7(a); needs a finite M0,
             so regression losses need ``y_bound``).
+        ledger, partition: record into this replace-one ledger (e.g. next to private
+            preprocessing on disjoint records) under this partition label; default: a new one.
 
     Returns:
         A :class:`FitResult` whose report states the replace-one relation, the stability bound
@@ -80,6 +89,9 @@ def dp_sgd_output(
         n=problem.n,
         failure_probability=delta / 2.0,
         radius=radius,
+        # Any valid sup of the gradient norm may replace the paper's M + L R^alpha (Remark 1);
+        # the loss's tight bound (notes/002.md §5) is never larger and often far smaller.
+        gradient_bound=constants.lipschitz,
     )
     # Calibrated a relative 1e-9 below the target so that the report's numerically inverted
     # epsilon (at delta minus the failure probability) never exceeds the target.
@@ -90,14 +102,16 @@ def dp_sgd_output(
     )
     coef = run.average + sigma * rng.standard_normal(run.average.shape[0])
 
-    ledger = problem.ledger()
+    ledger = problem.ledger(ledger)
     ledger.record(
-        GaussianEvent(sensitivity, sigma, label="output noise on the SGD average (Theorem 8)")
+        GaussianEvent(sensitivity, sigma, label="output noise on the SGD average (Theorem 8)"),
+        partition=partition,
     )
     ledger.record(
         SamplingFailureEvent(
             delta / 2.0, label="index sequence beyond Theorem 7's Chernoff visit count"
-        )
+        ),
+        partition=partition,
     )
     ledger.assume(
         f"Theorem 7 stability of projected SGD: Delta = {sensitivity:.6g} with probability "
@@ -106,7 +120,7 @@ def dp_sgd_output(
     return FitResult(
         coef=coef,
         intercept=0.0,
-        report=ledger.report(delta),
+        report=ledger.report(delta),  # the whole ledger's claim (it may hold other partitions)
         trace=FitTrace.empty(),
         method="dp-sgd-output",
         info={
