@@ -3,17 +3,28 @@
 - :func:`make_linear_regression` draws the linear-regression model of seed 000
   (notes/000.md §2.3) and returns the sample with its population oracle
   (:class:`LinearRegressionData`: ``H``, ``mu``, ``kappa``, ``R_x_squared``, ``excess_risk``...).
+- :func:`make_overparameterised_regression` draws seed 003's over-parameterised model
+  (implicit diagonal covariance, d up to 1e5, public unlabeled rows, O(d) excess risk).
+- :mod:`privopt.datasets.adult` reads the UCI Adult table and encodes it with public knowledge.
 - :func:`load_table` and :func:`load_features` read numeric CSV/Parquet tables into float64
   arrays, refusing missing, non-numeric or non-finite columns with a clear error.
 """
 
 from privopt.datasets.loaders import Table, load_features, load_table
+from privopt.datasets.overparameterised import (
+    OverparameterisedData,
+    make_overparameterised_regression,
+    spectrum_eigenvalues,
+)
 from privopt.datasets.synthetic import LinearRegressionData, make_linear_regression
 
 __all__ = [
     "LinearRegressionData",
+    "OverparameterisedData",
     "Table",
     "load_features",
     "load_table",
     "make_linear_regression",
+    "make_overparameterised_regression",
+    "spectrum_eigenvalues",
 ]

@@ -13,7 +13,12 @@ from privopt.noise.base import (
     Participation,
     SeededNoiseSource,
 )
-from privopt.noise.covariance import CovarianceOperator, DiagonalCovariance, IdentityCovariance
+from privopt.noise.covariance import (
+    CovarianceOperator,
+    DiagonalCovariance,
+    IdentityCovariance,
+    LowRankPlusRidgeCovariance,
+)
 from privopt.noise.dense import DenseMechanism
 from privopt.noise.restarts import Restarted
 from privopt.noise.sensitivity import SensitivityUpperBoundWarning, brute_force_minsep_squared
@@ -39,6 +44,7 @@ __all__ = [
     "DiagonalCovariance",
     "IdentityCovariance",
     "ImpulseSource",
+    "LowRankPlusRidgeCovariance",
     "Mechanism",
     "NoiseSource",
     "NoiseStream",
