@@ -112,3 +112,15 @@ def test_auto_accounts_each_partition_with_its_tightest_accountant():
     assert "per partition" in report.accountant_description
     # an explicit accountant is used for every partition
     assert ledger.epsilon(1e-6, "rdp") >= ledger.epsilon(1e-6)
+
+
+def test_a_partition_s_sampling_failure_does_not_touch_other_partitions():
+    gaussian = GaussianEvent(sensitivity=1.0, std=5.0)
+    ledger = PrivacyLedger("replace-one")
+    ledger.record(gaussian, partition="preprocessing")
+    ledger.record(GaussianEvent(sensitivity=0.1, std=5.0), partition="fit")
+    ledger.record(SamplingFailureEvent(probability=5e-7), partition="fit")
+    fit = gaussian_epsilon(5.0, 1e-6 - 5e-7, 0.1)
+    preprocessing = gaussian_epsilon(5.0, 1e-6, 1.0)  # its delta is intact
+    assert ledger.epsilon(1e-6) == pytest.approx(max(fit, preprocessing), rel=1e-9)
+    assert ledger.failure_probability == 5e-7

@@ -120,22 +120,30 @@ class PrivacyLedger:
         return tuple(e.event for e in self._entries)
 
     # -- composition ---------------------------------------------------------------------------
-    def _split(self) -> tuple[list[PrivacyEvent], list[list[PrivacyEvent]]]:
+    def _split(
+        self, *, failures: bool = False
+    ) -> tuple[list[PrivacyEvent], list[list[PrivacyEvent]]]:
+        """(shared events, one event list per partition); sampling failures only if asked."""
         shared: list[PrivacyEvent] = []
         parts: dict[Hashable, list[PrivacyEvent]] = {}
         for entry in self._entries:
-            if isinstance(entry.event, SamplingFailureEvent):
-                continue  # not composed: its probability is taken off delta (see epsilon)
+            if isinstance(entry.event, SamplingFailureEvent) and not failures:
+                continue
             if entry.partition is None:
                 shared.append(entry.event)
             else:
                 parts.setdefault(entry.partition, []).append(entry.event)
         return shared, list(parts.values())
 
+    def _groups(self) -> list[list[PrivacyEvent]]:
+        """What one record can meet: the shared events plus one partition's (failures too)."""
+        shared, parts = self._split(failures=True)
+        return [[*shared, *p] for p in parts] or [shared]
+
     @property
     def failure_probability(self) -> float:
-        """Total probability of the recorded sampling failures (added to delta)."""
-        return float(sum(e.probability for e in self.events if isinstance(e, SamplingFailureEvent)))
+        """Largest sampling-failure probability one record's releases carry (added to delta)."""
+        return max(_failure(group) for group in self._groups())
 
     @property
     def num_partitions(self) -> int:
@@ -164,9 +172,7 @@ class PrivacyLedger:
 
     def resolve_accountant(self, accountant: str | Accountant = "auto") -> Accountant:
         """The accountant that :meth:`epsilon` uses, validated against the recorded events."""
-        accountable = [
-            e for e in self.events if not isinstance(e, (*_CURVE_ONLY, SamplingFailureEvent))
-        ]
+        accountable = _accountable(self.events)
         acc = (
             accountant
             if isinstance(accountant, Accountant)
@@ -199,22 +205,13 @@ class PrivacyLedger:
         """epsilon at ``delta`` of everything recorded (0 for an empty ledger)."""
         delta = check_probability("delta", delta)
         per_partition = self._per_partition_accountants(accountant)
-        acc = None if per_partition else self.resolve_accountant(accountant)
-        failure = self.failure_probability
-        if failure > 0.0:
-            if not failure < delta:
-                raise ValueError(
-                    f"delta={delta:g} does not exceed the recorded sampling-failure "
-                    f"probability {failure:g}; no (epsilon, delta) claim is possible."
-                )
-            delta -= failure
         if per_partition:
-            return max(_basic_composition(a, group, delta) for a, group in per_partition)
-        shared, parts = self._split()
-        if not any(isinstance(e, _CURVE_ONLY) for e in self.events):
+            return max(_group_epsilon(a, group, delta) for a, group in per_partition)
+        acc = self.resolve_accountant(accountant)
+        if not any(isinstance(e, (*_CURVE_ONLY, SamplingFailureEvent)) for e in self.events):
+            shared, parts = self._split()
             return acc.epsilon_parallel(shared, parts, delta)
-        groups = [[*shared, *p] for p in parts] or [shared]
-        return max(_basic_composition(acc, group, delta) for group in groups)
+        return max(_group_epsilon(acc, group, delta) for group in self._groups())
 
     def report(self, delta: float, accountant: str | Accountant = "auto") -> PrivacyReport:
         """The privacy report of the fit at ``delta``."""
@@ -263,6 +260,30 @@ class PrivacyLedger:
             events=summarise_events(self._entries),
             assumptions=tuple(assumptions),
         )
+
+
+def _accountable(events: Sequence[PrivacyEvent]) -> list[PrivacyEvent]:
+    """The events an accountant composes (not curve-only guarantees, not sampling failures)."""
+    return [e for e in events if not isinstance(e, (*_CURVE_ONLY, SamplingFailureEvent))]
+
+
+def _failure(events: Sequence[PrivacyEvent]) -> float:
+    return float(sum(e.probability for e in events if isinstance(e, SamplingFailureEvent)))
+
+
+def _group_epsilon(acc: Accountant, events: Sequence[PrivacyEvent], delta: float) -> float:
+    """epsilon of one record's group: delta minus its failure probability, then composition."""
+    failure = _failure(events)
+    if failure > 0.0:
+        if not failure < delta:
+            raise ValueError(
+                f"delta={delta:g} does not exceed the recorded sampling-failure probability "
+                f"{failure:g}; no (epsilon, delta) claim is possible."
+            )
+        delta -= failure
+    return _basic_composition(
+        acc, [e for e in events if not isinstance(e, SamplingFailureEvent)], delta
+    )
 
 
 def _basic_composition(acc: Accountant, events: Sequence[PrivacyEvent], delta: float) -> float:
