@@ -210,3 +210,26 @@ def test_non_finite_data_is_refused():
             learning_rate=0.1,
             rng=np.random.default_rng(0),
         )
+
+
+def test_tree_mechanism_adds_prefix_noise_to_the_iterate_not_per_step():
+    """With zero gradients, theta_T = -lr * (prefix noise at T - 1) / b: one node at T = 8.
+
+    Adding the tree's prefix noise at every step would give sum_t popcount(t + 1) = 13 times
+    the variance. A generic model whose parameter count (50) differs from X's width (2).
+    """
+    from privopt.algorithms.ftrl import GenericModel
+    from privopt.noise import TreeAggregation
+
+    model = GenericModel(grad_fn=lambda w, X, y: np.zeros((X.shape[0], w.size)))
+    X, y = np.ones((8, 2)), np.zeros(8)
+    finals, stds = [], []
+    for seed in range(60):
+        fit = dp_ftrl(X, y, mechanism=TreeAggregation(), epsilon=2.0, delta=1e-5, clip_norm=1.0,
+                      learning_rate=1.0, rng=np.random.default_rng(seed), model=model,
+                      w0=np.zeros(50))  # fmt: skip
+        finals.append(fit.coef)
+        stds.append(fit.info["noise_multiplier"])
+    ratio = np.var(np.concatenate(finals)) / stds[0] ** 2
+    # 3000 N(0, 1) draws: the variance estimate has relative sd ~ sqrt(2/3000) = 2.6%
+    assert ratio == pytest.approx(1.0, rel=0.12)

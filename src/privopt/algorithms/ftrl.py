@@ -40,10 +40,10 @@ from privopt._validate import (
     check_positive,
     check_probability,
 )
-from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_mu, zcdp_rho
+from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_epsilon, gdp_mu, zcdp_rho
 from privopt.algorithms.result import FitResult, FitTrace
 from privopt.clipping import clip_factors, row_norms
-from privopt.noise import Mechanism, NoiseStream, Participation
+from privopt.noise import Mechanism, NoiseStream, Participation, as_step_noise
 
 __all__ = [
     "FTRLModel",
@@ -154,7 +154,11 @@ def calibrate_ftrl_noise(
     """
     sensitivity = mechanism.sensitivity(steps, participation)
     if calibration == "gdp":
-        return sensitivity / gdp_mu(epsilon, delta), sensitivity
+        sigma = sensitivity / gdp_mu(epsilon, delta)
+        # round toward privacy: the report's epsilon (GDP, inverted numerically) <= target
+        while gdp_epsilon(sensitivity / sigma, delta) > epsilon:
+            sigma *= 1.0 + 1e-12
+        return sigma, sensitivity
     if calibration == "zcdp":
         return sensitivity / math.sqrt(2.0 * zcdp_rho(epsilon, delta)), sensitivity
     raise ValueError(f"Expected calibration in ('gdp', 'zcdp'), got {calibration!r}.")
@@ -210,6 +214,13 @@ def _prepare(model, X, y, batch_size, epochs, rng, momentum):
     per_epoch = X.shape[0] // batch_size
     batches = [np.sort(order[i * batch_size : (i + 1) * batch_size]) for i in range(per_epoch)]
     return model, X, y, steps, participation, batches, momentum
+
+
+def _parameter_count(model: FTRLModel, X: np.ndarray, w0: np.ndarray | None) -> int:
+    """p: the features' count for the linear models; w0's length for a generic model."""
+    if isinstance(model, GenericModel) and w0 is not None:
+        return int(np.asarray(w0).size)
+    return X.shape[1]
 
 
 def _initial_point(w0: np.ndarray | None, p: int) -> np.ndarray:
@@ -269,6 +280,7 @@ def dp_ftrl(
     clip_norm = check_positive("clip_norm", clip_norm)
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
+    mechanism = as_step_noise(mechanism)  # a prefix-sum mechanism (tree) adds its increments
     model, X, y, steps, participation, batches, momentum = _prepare(
         model, X, y, batch_size, epochs, rng, momentum
     )
@@ -292,10 +304,9 @@ def dp_ftrl(
             else ""
         )
     )
-    start = _initial_point(w0, X.shape[1])
-    stream = _noise_stream(
-        mechanism, X.shape[1], clip_norm * sigma, rng, noise_seed, stream_options
-    )
+    p = _parameter_count(model, X, w0)
+    start = _initial_point(w0, p)
+    stream = _noise_stream(mechanism, p, clip_norm * sigma, rng, noise_seed, stream_options)
     w, _, fractions = _loop(
         model,
         X,
@@ -351,8 +362,9 @@ def noisy_ftrl(
     model, X, y, steps, _, batches, momentum = _prepare(
         model, X, y, batch_size, epochs, rng, momentum
     )
-    start = _initial_point(w0, X.shape[1])
-    stream = _noise_stream(mechanism, X.shape[1], noise_std, rng, noise_seed, None)
+    p = _parameter_count(model, X, w0)
+    start = _initial_point(w0, p)
+    stream = _noise_stream(as_step_noise(mechanism), p, noise_std, rng, noise_seed, None)
     w, _, _ = _loop(
         model,
         X,

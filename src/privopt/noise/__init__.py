@@ -35,7 +35,13 @@ from privopt.noise.toeplitz import (
     nu_dpftrl,
     optimal_cc,
 )
-from privopt.noise.tree import TreeAggregation, honaker_weights, prefix_nodes
+from privopt.noise.tree import (
+    TreeAggregation,
+    TreeIncrements,
+    as_step_noise,
+    honaker_weights,
+    prefix_nodes,
+)
 from privopt.noise.tuning import NuChoice, tune_nu
 
 __all__ = [
@@ -55,7 +61,9 @@ __all__ = [
     "SensitivityUpperBoundWarning",
     "ToeplitzMechanism",
     "TreeAggregation",
+    "TreeIncrements",
     "anti_pgd",
+    "as_step_noise",
     "brute_force_minsep_squared",
     "custom",
     "damped_anti_pgd",

@@ -31,7 +31,14 @@ from privopt.noise.base import (
 )
 from privopt.noise.sensitivity import dense_minsep_upper_bound_squared
 
-__all__ = ["TreeAggregation", "TreeStream", "honaker_weights", "prefix_nodes"]
+__all__ = [
+    "TreeAggregation",
+    "TreeIncrements",
+    "TreeStream",
+    "as_step_noise",
+    "honaker_weights",
+    "prefix_nodes",
+]
 
 
 def prefix_nodes(t: int) -> list[tuple[int, int]]:
@@ -196,3 +203,81 @@ class TreeStream(NoiseStream):
         self._nodes = {
             tuple(n): np.asarray(v, dtype=float).copy() for n, v in state["nodes"].items()
         }
+
+
+class _IncrementStream(NoiseStream):
+    """Increments ``(B z)_t - (B z)_{t-1}`` of a prefix-sum noise stream."""
+
+    def __init__(self, inner: NoiseStream, dim, std, source, covariance) -> None:
+        super().__init__(dim, std, source, covariance)
+        self.inner = inner
+        self._previous = np.zeros(dim)
+
+    def _combine(self, t: int) -> np.ndarray:
+        current = self.inner._combine(t)
+        out = current - self._previous
+        self._previous = current
+        return out
+
+    def _buffers(self) -> dict[str, Any]:
+        return {"inner": self.inner._buffers(), "previous": self._previous.copy()}
+
+    def _restore_buffers(self, state: dict[str, Any]) -> None:
+        self.inner._restore_buffers(state["inner"])
+        self._previous = np.asarray(state["previous"], dtype=float).copy()
+
+
+class TreeIncrements(Mechanism):
+    """Binary-tree aggregation as per-step noise for DP-FTRL (Kairouz et al. 2021).
+
+    :class:`~privopt.noise.TreeAggregation`'s B releases noisy **prefix sums** (B C = A, the
+    all-ones lower-triangular matrix). DP-FTRL's update ``theta_{t+1} = theta_0 - lr * (prefix
+    sum of gradients + prefix noise)`` is the SGD form with per-step noise equal to the
+    increment of the prefix noise, i.e. decoder ``A^{-1} B``: then ``A^{-1} B C = I`` and the
+    trajectory is a post-processing of the same ``C G + W``, so the sensitivity is the tree's
+    (C is unchanged). Feeding the tree's stream straight into :func:`dp_ftrl` would instead add
+    a whole prefix noise to every step (the noise then accumulates over the steps).
+    """
+
+    def __init__(self, tree: TreeAggregation | None = None) -> None:
+        self.tree = TreeAggregation() if tree is None else tree
+        if not isinstance(self.tree, TreeAggregation):
+            raise TypeError(f"Expected a TreeAggregation, got {type(self.tree).__name__}.")
+        self.name = f"{self.tree.name}-increments"
+
+    def decoder_matrix(self, steps: int) -> np.ndarray:
+        b = self.tree.decoder_matrix(steps)
+        return np.diff(b, axis=0, prepend=np.zeros((1, b.shape[1])))
+
+    def encoder_matrix(self, steps: int) -> np.ndarray:
+        return self.tree.encoder_matrix(steps)
+
+    def anytime_sensitivity_squared(self) -> float:
+        return self.tree.anytime_sensitivity_squared()
+
+    def _horizon_sensitivity_squared(self, steps: int, participation: Participation) -> float:
+        return self.tree.sensitivity_squared(steps, participation)
+
+    def source_indices(self, steps: int) -> list[tuple[int, int]]:
+        return self.tree.source_indices(steps)
+
+    def _make_stream(self, dim, std, source, covariance, **options: Any):
+        inner = self.tree._make_stream(dim, std, source, None, **options)
+        return _IncrementStream(inner, dim, std, source, covariance)
+
+
+def as_step_noise(mechanism: Mechanism) -> Mechanism:
+    """The mechanism whose stream is per-step noise (workload I) for an SGD/FTRL-style update.
+
+    Mechanisms releasing noisy prefix sums (workload A: the tree) are turned into their
+    increments (:class:`TreeIncrements`), also inside :class:`~privopt.noise.Restarted`;
+    per-step mechanisms (Toeplitz, dense) are returned unchanged. Privacy is unchanged: the
+    encoder C is the same.
+    """
+    from privopt.noise.restarts import Restarted
+
+    if isinstance(mechanism, TreeAggregation):
+        return TreeIncrements(mechanism)
+    if isinstance(mechanism, Restarted) and isinstance(mechanism.base, TreeAggregation):
+        return Restarted(TreeIncrements(mechanism.base), mechanism.block)
+    return mechanism
