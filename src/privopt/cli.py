@@ -42,6 +42,8 @@ app.add_typer(noise_app, name="noise")
 REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "fig1": ("privopt.experiments.fig1", "reproduce_fig1", ("ratio_curve", "eta_grid")),
     "fig2": ("privopt.experiments.fig2", "reproduce_fig2", ()),
+    "fig3": ("privopt.experiments.fig3", "reproduce_fig3", ()),
+    "cifar-style": ("privopt.experiments.cifar_style", "reproduce_cifar_style", ()),
 }
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
