@@ -7,8 +7,15 @@ Subpackages follow the pipeline of every private training algorithm (see ARCHITE
 """
 
 from privopt.accounting import PrivacyLedger, PrivacyReport
-from privopt.estimators import DPLinearRegression
+from privopt.estimators import DPLinearClassifier, DPLinearRegression, DPSGDRegressor
 
 __version__ = "0.1.0"
 
-__all__ = ["DPLinearRegression", "PrivacyLedger", "PrivacyReport", "__version__"]
+__all__ = [
+    "DPLinearClassifier",
+    "DPLinearRegression",
+    "DPSGDRegressor",
+    "PrivacyLedger",
+    "PrivacyReport",
+    "__version__",
+]

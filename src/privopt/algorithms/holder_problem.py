@@ -52,7 +52,10 @@ class HolderProblem:
         loss = get_loss(loss)
         X, y = loss.check_data(X, y, x_bound, y_bound)
         if X.shape[0] < 2:
-            raise ValueError("Expected at least 2 records (n is public under replace-one).")
+            raise ValueError(
+                f"Expected at least 2 records (n is public under replace-one); got n_samples = "
+                f"{X.shape[0]}."
+            )
         constants = loss.constants(x_bound, y_bound, radius)
         return cls(X, y, loss, constants, float(x_bound), y_bound)
 

@@ -1,0 +1,177 @@
+"""The UCI Adult table with a preprocessing that uses public knowledge only.
+
+Private training may not learn its preprocessing from the private rows (category lists, ranges,
+means are statistics of the data). This module encodes Adult with what the dataset's public
+documentation (UCI ``adult.names``, Kohavi & Becker 1996) states:
+
+* categorical columns: one-hot over the documented category lists; ``?`` (missing) and any value
+  outside the list encode as all zeros (``handle_unknown="ignore"``);
+* numeric columns: clipped to stated public ranges and scaled to [0, 1]; the two capital columns
+  first go through log1p (their documented range spans five orders of magnitude). The ranges are
+  public domain bounds (ages of the adult census extract, the top-code 99,999 of capital gains,
+  hours in a week), not sample statistics; :data:`ADULT_NUMERIC_RANGES` states them.
+
+Use it as the first step of a scikit-learn pipeline, e.g.::
+
+    from sklearn.pipeline import make_pipeline
+    from privopt import DPLinearClassifier
+    from privopt.datasets.adult import adult_preprocessor, load_adult
+
+    data = load_adult("adult.csv")
+    model = make_pipeline(adult_preprocessor(), DPLinearClassifier(epsilon=1.0, delta=1e-6,
+                                                                   feature_bounds=(0.0, 1.0)))
+    model.fit(data.X, data.y)
+
+``feature_bounds=(0, 1)`` is public because the preprocessor maps every column into [0, 1].
+"""
+
+from __future__ import annotations
+
+import csv
+import os
+from dataclasses import dataclass
+
+import numpy as np
+
+__all__ = [
+    "ADULT_CATEGORIES",
+    "ADULT_COLUMNS",
+    "ADULT_NUMERIC_RANGES",
+    "AdultData",
+    "adult_preprocessor",
+    "load_adult",
+]
+
+#: Column order of the CSV (without the target ``income``).
+ADULT_COLUMNS = (
+    "age",
+    "workclass",
+    "fnlwgt",
+    "education",
+    "education_num",
+    "marital_status",
+    "occupation",
+    "relationship",
+    "race",
+    "sex",
+    "capital_gain",
+    "capital_loss",
+    "hours_per_week",
+    "native_country",
+)
+
+#: Category lists from the dataset's documentation (UCI adult.names).
+ADULT_CATEGORIES: dict[str, tuple[str, ...]] = {
+    "workclass": (
+        "Private", "Self-emp-not-inc", "Self-emp-inc", "Federal-gov", "Local-gov",
+        "State-gov", "Without-pay", "Never-worked",
+    ),
+    "education": (
+        "Bachelors", "Some-college", "11th", "HS-grad", "Prof-school", "Assoc-acdm",
+        "Assoc-voc", "9th", "7th-8th", "12th", "Masters", "1st-4th", "10th", "Doctorate",
+        "5th-6th", "Preschool",
+    ),
+    "marital_status": (
+        "Married-civ-spouse", "Divorced", "Never-married", "Separated", "Widowed",
+        "Married-spouse-absent", "Married-AF-spouse",
+    ),
+    "occupation": (
+        "Tech-support", "Craft-repair", "Other-service", "Sales", "Exec-managerial",
+        "Prof-specialty", "Handlers-cleaners", "Machine-op-inspct", "Adm-clerical",
+        "Farming-fishing", "Transport-moving", "Priv-house-serv", "Protective-serv",
+        "Armed-Forces",
+    ),
+    "relationship": (
+        "Wife", "Own-child", "Husband", "Not-in-family", "Other-relative", "Unmarried",
+    ),
+    "race": ("White", "Asian-Pac-Islander", "Amer-Indian-Eskimo", "Other", "Black"),
+    "sex": ("Female", "Male"),
+    "native_country": (
+        "United-States", "Cambodia", "England", "Puerto-Rico", "Canada", "Germany",
+        "Outlying-US(Guam-USVI-etc)", "India", "Japan", "Greece", "South", "China", "Cuba",
+        "Iran", "Honduras", "Philippines", "Italy", "Poland", "Jamaica", "Vietnam", "Mexico",
+        "Portugal", "Ireland", "France", "Dominican-Republic", "Laos", "Ecuador", "Taiwan",
+        "Haiti", "Columbia", "Hungary", "Guatemala", "Nicaragua", "Scotland", "Thailand",
+        "Yugoslavia", "El-Salvador", "Trinadad&Tobago", "Peru", "Hong", "Holand-Netherlands",
+    ),
+}  # fmt: skip
+
+#: Public (low, high) domain bounds of the numeric columns, and whether log1p is applied first.
+ADULT_NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
+    "age": (17.0, 90.0, False),  # the census extract keeps ages 17..90 (90 is a top-code)
+    "fnlwgt": (0.0, 1.5e6, False),  # census sampling weight
+    "education_num": (1.0, 16.0, False),  # the 16 documented education levels
+    "capital_gain": (0.0, 99_999.0, True),  # top-coded at 99,999
+    "capital_loss": (0.0, 5_000.0, True),  # a stated bound; larger values are clipped
+    "hours_per_week": (1.0, 99.0, False),  # hours in a working week, top-coded at 99
+}
+
+
+@dataclass(frozen=True, eq=False)
+class AdultData:
+    """Adult rows: ``X`` (n, 14) object array in :data:`ADULT_COLUMNS` order; ``y`` in {-1, +1}
+    (+1 for income ``>50K``)."""
+
+    X: np.ndarray
+    y: np.ndarray
+
+
+def load_adult(path: str | os.PathLike[str]) -> AdultData:
+    """Read the Adult CSV (header row, the columns of :data:`ADULT_COLUMNS` plus ``income``)."""
+    with open(path, newline="") as handle:
+        reader = csv.reader(handle)
+        header = [h.strip() for h in next(reader)]
+        expected = [*ADULT_COLUMNS, "income"]
+        if header != expected:
+            raise ValueError(f"{path} is not the Adult table: expected columns {expected}.")
+        rows = [[v.strip() for v in row] for row in reader if row]
+    if not rows:
+        raise ValueError(f"{path} has no rows.")
+    table = np.array(rows, dtype=object)
+    X = table[:, :-1]
+    for name, (_, _, _) in ADULT_NUMERIC_RANGES.items():
+        j = ADULT_COLUMNS.index(name)
+        X[:, j] = X[:, j].astype(float)
+    labels = table[:, -1]
+    if not set(labels) <= {"<=50K", ">50K"}:
+        raise ValueError("The income column must hold '<=50K' or '>50K'.")
+    return AdultData(X=X, y=np.where(labels == ">50K", 1.0, -1.0))
+
+
+def _scale_numeric(columns: np.ndarray) -> np.ndarray:
+    columns = np.asarray(columns, dtype=float)
+    out = np.empty_like(columns)
+    for k, (low, high, log) in enumerate(ADULT_NUMERIC_RANGES.values()):
+        values = np.clip(columns[:, k], low, high)
+        if log:
+            values, low, high = np.log1p(values), np.log1p(low), np.log1p(high)
+        out[:, k] = (values - low) / (high - low)
+    return out
+
+
+def adult_preprocessor():
+    """A scikit-learn transformer mapping Adult rows into [0, 1]^p with public knowledge only.
+
+    It learns nothing from the data it is fitted on (categories and ranges are fixed), so it is
+    safe in front of a private estimator. Output: 6 scaled numeric columns, then the one-hot
+    blocks of the 8 categorical columns (103 columns in all).
+    """
+    from sklearn.compose import ColumnTransformer
+    from sklearn.preprocessing import FunctionTransformer, OneHotEncoder
+
+    numeric = [ADULT_COLUMNS.index(name) for name in ADULT_NUMERIC_RANGES]
+    categorical = [ADULT_COLUMNS.index(name) for name in ADULT_CATEGORIES]
+    return ColumnTransformer(
+        [
+            ("numeric", FunctionTransformer(_scale_numeric), numeric),
+            (
+                "categorical",
+                OneHotEncoder(
+                    categories=[list(c) for c in ADULT_CATEGORIES.values()],
+                    handle_unknown="ignore",
+                    sparse_output=False,
+                ),
+                categorical,
+            ),
+        ]
+    )

@@ -1,0 +1,213 @@
+"""DPLinearClassifier: private linear classification with non-smooth losses (seed 002)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from scipy.special import expit
+from sklearn.base import ClassifierMixin
+from sklearn.utils.multiclass import type_of_target
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from privopt.clipping import clip_factors
+from privopt.estimators._holder import (
+    HolderSGDEstimator,
+    check_feature_bounds,
+    unit_rows,
+)
+from privopt.losses import get_loss
+
+__all__ = ["DPLinearClassifier"]
+
+CLASSIFICATION_LOSSES = ("hinge", "squared_hinge", "qnorm_hinge", "logistic")
+
+
+@dataclass(frozen=True)
+class FeatureMap:
+    """The public (or privately estimated) map of raw features to rows of norm <= 1.
+
+    Public bounds: each feature is clipped to [low, high] and divided by max(|low|, |high|)
+    (sparsity is kept: 0 stays 0). Private bounds: rows are centred at the private centre and
+    clipped to the private radius, then divided by it. Then a constant 1 is appended for the
+    intercept and every row is scaled to norm <= 1. Scaling a row by a positive factor does not
+    change the sign of <w, x>, so predictions are those of a linear classifier in the mapped
+    space.
+    """
+
+    center: np.ndarray
+    low: np.ndarray | None
+    high: np.ndarray | None
+    scale: np.ndarray | float
+    fit_intercept: bool
+    source: str
+
+    def transform(self, X: np.ndarray) -> np.ndarray:
+        X = np.asarray(X, dtype=float)
+        if self.low is not None:
+            Z = np.clip(X, self.low, self.high) / self.scale
+        else:
+            Z = X - self.center
+            Z = Z * clip_factors(np.linalg.norm(Z, axis=1), float(self.scale))[:, None]
+            Z = Z / float(self.scale)
+        if self.fit_intercept:
+            Z = np.hstack([Z, np.ones((Z.shape[0], 1))])
+        return unit_rows(Z)
+
+
+class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
+    """Differentially private linear classifier trained by private SGD (seed 002).
+
+    The loss may be non-smooth (alpha-Hölder smooth): ``"hinge"`` (SVM), ``"squared_hinge"``,
+    ``"qnorm_hinge"`` (with ``q``), ``"logistic"``. The model is fitted on features mapped into
+    the unit ball (:class:`FeatureMap`), by
+
+    * ``perturbation="gradient"`` (default): DP-SGD-Gradient, Gaussian noise on each of T
+      single-record gradient steps on the ball of radius ``radius``; sigma from Theorem 11 or
+      from dp_accounting's RDP of the sampled Gaussian, whichever is smaller and valid
+      (``accounting``);
+    * ``perturbation="output"``: DP-SGD-Output, one Gaussian release of the SGD average scaled
+      to Theorem 7's stability bound (``radius=None`` for an unbounded domain).
+
+    Privacy: (epsilon, delta)-DP under replace-one neighbours (N public), stated with every
+    assumption in ``privacy_report_``. With only ``epsilon`` and ``delta`` given, the centre and
+    radius of the rows are estimated privately on a disjoint slice of the records (parallel
+    composition: no extra budget). Give public ``feature_bounds`` (for instance ``(0, 1)``
+    after a preprocessing that maps every column into [0, 1] with public knowledge, see
+    :mod:`privopt.datasets.adult`) to use all records for the fit.
+
+    Parameters:
+        loss, q: the loss (``q`` in [1, 2] for ``"qnorm_hinge"``).
+        perturbation: ``"gradient"`` or ``"output"``.
+        method: ``"sgd"`` (seed 002's projected SGD).
+        epsilon, delta: the privacy target (delta in (0, 1), well below 1/N).
+        fit_intercept: append a constant feature.
+        feature_bounds: public (low, high) of every feature, or an (n_features, 2) array.
+        radius: R of the domain ball (None: unbounded, output perturbation only); ``"auto"``:
+            50 for losses with bounded gradients (hinge, logistic), 5 otherwise (their noise
+            grows with R).
+        steps: T (default 16 per record, at most 2,000,000).
+        learning_rate: constant eta (default 0.005 for gradient perturbation; 50 / T for output
+            perturbation, which keeps Theorem 7's bound fixed).
+        accounting: ``"auto"``, ``"paper"`` or ``"rdp"`` (gradient perturbation).
+        preprocess_fraction: share of records for private preprocessing (no public bounds).
+        random_state: None, an int or a numpy Generator.
+
+    Fitted attributes: ``classes_``, ``coef_`` (1, n_features) and ``intercept_`` (1,) in the
+    mapped space, ``feature_map_``, ``privacy_report_``, ``fit_info_``, ``n_features_in_``.
+    """
+
+    _parameter_constraints: dict = {  # noqa: RUF012
+        **HolderSGDEstimator._parameter_constraints,
+        "q": [float, int],
+    }
+
+    def __init__(
+        self,
+        loss: str = "logistic",
+        perturbation: str = "gradient",
+        method: str = "sgd",
+        epsilon: float = 1.0,
+        delta: float = 1e-6,
+        fit_intercept: bool = True,
+        feature_bounds: Any = None,
+        radius: float | str | None = "auto",
+        steps: int | None = None,
+        learning_rate: float | None = None,
+        accounting: str = "auto",
+        preprocess_fraction: float = 0.1,
+        q: float = 1.5,
+        random_state: Any = None,
+    ) -> None:
+        self.loss = loss
+        self.perturbation = perturbation
+        self.method = method
+        self.epsilon = epsilon
+        self.delta = delta
+        self.fit_intercept = fit_intercept
+        self.feature_bounds = feature_bounds
+        self.radius = radius
+        self.steps = steps
+        self.learning_rate = learning_rate
+        self.accounting = accounting
+        self.preprocess_fraction = preprocess_fraction
+        self.q = q
+        self.random_state = random_state
+
+    def _loss(self):
+        if self.loss not in CLASSIFICATION_LOSSES:
+            raise ValueError(
+                f"Expected a classification loss in {CLASSIFICATION_LOSSES}, got {self.loss!r}."
+            )
+        return get_loss(self.loss, q=self.q) if self.loss == "qnorm_hinge" else get_loss(self.loss)
+
+    def fit(self, X: Any, y: Any) -> DPLinearClassifier:
+        """Fit privately (two classes; the larger label is the positive class)."""
+        rng, ledger = self._start()
+        loss = self._loss()
+        X, y = validate_data(self, X, y, dtype=np.float64)
+        y_type = type_of_target(y, input_name="y", raise_unknown=True)
+        classes = np.unique(y)
+        if classes.size != 2 or y_type != "binary":
+            raise ValueError(
+                "Only binary classification is supported: DPLinearClassifier needs exactly two "
+                f"classes, got {classes.size} class{'es' if classes.size != 1 else ''} "
+                f"({y_type} targets)."
+            )
+        self.classes_ = np.unique(y)
+        signs = np.where(y == self.classes_[1], 1.0, -1.0)
+        if self.feature_bounds is not None:
+            fb = check_feature_bounds(self.feature_bounds, X.shape[1])
+            scale = np.maximum(np.abs(fb[:, 0]), np.abs(fb[:, 1]))
+            fmap = FeatureMap(
+                np.zeros(X.shape[1]), fb[:, 0], fb[:, 1], scale, self.fit_intercept, "public"
+            )
+            rows = np.arange(X.shape[0])
+            ledger.assume("features clipped to the public feature_bounds given by the user")
+        else:
+            bounds, rows = self._private_bounds(X, signs, rng, ledger)
+            fmap = FeatureMap(
+                bounds.x_center, None, None, bounds.x_radius, self.fit_intercept, "private"
+            )
+        ledger.assume("rows mapped to the unit ball (a public, per-record transformation)")
+        Z = fmap.transform(X[rows])
+        fit = self._private_fit(
+            Z, signs[rows], loss, x_bound=1.0, y_bound=None, rng=rng, ledger=ledger
+        )
+        w = fit.coef
+        self.feature_map_ = fmap
+        self.coef_ = (w[:-1] if self.fit_intercept else w)[None, :].copy()
+        self.intercept_ = np.array([w[-1] if self.fit_intercept else 0.0])
+        self._store(fit, {"feature_map": fmap.source, "rows_fitted": int(rows.size)})
+        return self
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """<w, map(X)>: positive for ``classes_[1]`` (post-processing, no privacy cost)."""
+        check_is_fitted(self)
+        X = validate_data(self, X, reset=False, dtype=np.float64)
+        Z = self.feature_map_.transform(X)
+        w = (
+            np.concatenate([self.coef_[0], self.intercept_])
+            if self.fit_intercept
+            else self.coef_[0]
+        )
+        return Z @ w
+
+    def __sklearn_tags__(self):
+        tags = super().__sklearn_tags__()
+        tags.classifier_tags.multi_class = False
+        return tags
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of the sign of :meth:`decision_function`."""
+        check_is_fitted(self)
+        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Class probabilities (logistic loss only: the model's own probabilistic reading)."""
+        check_is_fitted(self)
+        if self.loss != "logistic":
+            raise AttributeError("predict_proba is available for the logistic loss only.")
+        p = expit(self.decision_function(X))
+        return np.column_stack([1.0 - p, p])
