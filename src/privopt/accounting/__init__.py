@@ -15,6 +15,7 @@ from privopt.accounting.accountants import (
     get_accountant,
 )
 from privopt.accounting.events import (
+    ApproxDPEvent,
     GaussianEvent,
     Neighbouring,
     PoissonSampledGaussianEvent,
@@ -45,6 +46,7 @@ from privopt.accounting.zcdp import compose_rho, gaussian_rho, zcdp_epsilon, zcd
 __all__ = [
     "ACCOUNTANTS",
     "Accountant",
+    "ApproxDPEvent",
     "DpAccountingAccountant",
     "EventSummary",
     "GDPAccountant",

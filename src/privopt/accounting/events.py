@@ -30,10 +30,17 @@ from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, ClassVar
 
-from privopt._validate import check_count, check_nonnegative, check_positive, check_sample_rate
+from privopt._validate import (
+    check_count,
+    check_nonnegative,
+    check_positive,
+    check_probability,
+    check_sample_rate,
+)
 from privopt.accounting.shuffling import shuffled_gaussian_guarantee
 
 __all__ = [
+    "ApproxDPEvent",
     "GaussianEvent",
     "Neighbouring",
     "PoissonSampledGaussianEvent",
@@ -253,3 +260,45 @@ class SamplingFailureEvent(PrivacyEvent):
         if not probability < 1.0:
             raise ValueError(f"Expected a failure probability in [0, 1), got {probability!r}.")
         object.__setattr__(self, "probability", probability)
+
+
+@dataclass(frozen=True)
+class ApproxDPEvent(PrivacyEvent):
+    """``count`` adaptive releases, each (epsilon, delta)-DP by its own lemma (no finer form).
+
+    E.g. the Karwa–Vadhan stability histogram of RESIDUALEST (seed 003). The composition of the
+    ``count`` releases is computed exactly as the privacy loss distribution of the generic
+    (epsilon, delta)-DP mechanism self-composed ``count`` times (``dp_accounting``; the optimal
+    composition of Kairouz, Oh & Viswanath 2015, never worse than the advanced composition), at
+    the requested delta, which must exceed the mass ``1 - (1 - delta_0)^count`` of the
+    releases' own deltas. Combined with other events by basic composition in the ledger.
+    The analysis under the ledger's neighbouring relation is the recorder's responsibility.
+    """
+
+    epsilon: float
+    delta: float
+    count: int = 1
+    label: str = "(epsilon, delta)-DP release"
+    mechanism: ClassVar[str] = "approximate-dp"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
+        object.__setattr__(self, "delta", check_probability("delta", self.delta))
+        object.__setattr__(self, "count", check_count("count", self.count))
+
+    def composed_epsilon(self, delta: float) -> float:
+        """epsilon at ``delta`` of the ``count``-fold composition (PLD, pessimistic)."""
+        from dp_accounting.pld import common, privacy_loss_distribution
+
+        delta = check_probability("delta", delta)
+        floor = -math.expm1(self.count * math.log1p(-self.delta))  # 1 - (1 - delta_0)^count
+        if delta < floor * (1.0 - 1e-9):
+            raise ValueError(
+                f"delta={delta:g} is below the {self.count} releases' own delta mass "
+                f"{floor:g}; no (epsilon, delta) claim is possible."
+            )
+        pld = privacy_loss_distribution.from_privacy_parameters(
+            common.DifferentialPrivacyParameters(self.epsilon, self.delta),
+            value_discretization_interval=min(1e-4, self.epsilon / 100),
+        )
+        return float(pld.self_compose(self.count).get_epsilon_for_delta(delta))

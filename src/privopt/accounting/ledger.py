@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from privopt._validate import check_probability
 from privopt.accounting.accountants import Accountant, get_accountant
 from privopt.accounting.events import (
+    ApproxDPEvent,
     GaussianEvent,
     Neighbouring,
     PrivacyEvent,
@@ -40,7 +41,7 @@ from privopt.accounting.report import PrivacyReport, summarise_events
 __all__ = ["LedgerEntry", "PrivacyLedger"]
 
 #: Events that only offer epsilon(delta) from their own theorem.
-_CURVE_ONLY = (ShuffledGaussianEvent, RenyiGuaranteeEvent)
+_CURVE_ONLY = (ShuffledGaussianEvent, RenyiGuaranteeEvent, ApproxDPEvent)
 
 
 @dataclass(frozen=True)
@@ -286,13 +287,19 @@ def _group_epsilon(acc: Accountant, events: Sequence[PrivacyEvent], delta: float
     )
 
 
+def _curve_epsilon(event: PrivacyEvent, delta: float) -> float:
+    if isinstance(event, ApproxDPEvent):
+        return event.composed_epsilon(delta)
+    return event.epsilon(delta)  # type: ignore[attr-defined]
+
+
 def _basic_composition(acc: Accountant, events: Sequence[PrivacyEvent], delta: float) -> float:
     """Basic composition of the accountable events and each curve-only event, splitting delta."""
     curve = [e for e in events if isinstance(e, _CURVE_ONLY)]
     rest = [e for e in events if not isinstance(e, _CURVE_ONLY)]
     shares = len(curve) + (1 if rest else 0)
     share = delta / shares
-    total = sum(e.epsilon(share) for e in curve)
+    total = sum(_curve_epsilon(e, share) for e in curve)
     if rest:
         total += acc.epsilon(rest, share)
     return float(total)
