@@ -131,13 +131,13 @@ def test_approx_dp_event_composes_by_the_privacy_loss_distribution():
 
     one = ApproxDPEvent(epsilon=0.5, delta=1e-7)
     assert one.composed_epsilon(1e-7) == pytest.approx(0.5, rel=1e-3)
-    # 1024 calls at Theorem 4.1's budget (notes/003.md §3.2 item 3): the PLD gives ~0.41, the
-    # advanced composition the paper uses ~0.51.
+    # 1024 calls at Theorem 4.1's budget (notes/003.md §3.2 item 3): the PLD gives ~0.381, the
+    # advanced composition the paper uses ~0.51 (0.412 with a coarser 1e-4 discretisation).
     eps0 = 1.0 / math.sqrt(8 * 1024 * math.log(2 / 1e-5))
     many = ApproxDPEvent(epsilon=eps0, delta=1e-5 / 2048, count=1024)
     pld = many.composed_epsilon(1e-5)
     drv = math.sqrt(2 * 1024 * math.log(2 / 1e-5)) * eps0 + 1024 * eps0 * math.expm1(eps0)
-    assert pld == pytest.approx(0.4123, abs=2e-3) and pld < drv < 1024 * eps0
+    assert pld == pytest.approx(0.3808, abs=2e-3) and pld < drv < 1024 * eps0
     ledger = _ledger(many)
     assert ledger.epsilon(1e-5) == pytest.approx(pld)
     with pytest.raises(ValueError, match="delta mass"):
