@@ -19,6 +19,12 @@ from privopt.algorithms.ftrl import (
     ftrl_participation,
     noisy_ftrl,
 )
+from privopt.algorithms.ftrl_sigma import (
+    calibrate_ftrl_sigma_tau,
+    dp_ftrl_sigma,
+    ftrl_sigma_pass,
+    public_clip_constant,
+)
 from privopt.algorithms.gradient_perturbation import (
     Theorem11Noise,
     dp_sgd_gradient,
@@ -47,6 +53,15 @@ from privopt.algorithms.preprocess import (
 )
 from privopt.algorithms.projected_sgd import SGDRun, projected_sgd
 from privopt.algorithms.result import FitResult, FitTrace
+from privopt.algorithms.srgd import (
+    SRGDParameters,
+    SRGDStep,
+    SRGDWarning,
+    accelerated_dp_srgd,
+    srgd_increment,
+    srgd_parameters,
+    tree_leaf_levels,
+)
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, max_ssgd_epsilon
 
 __all__ = [
@@ -59,18 +74,25 @@ __all__ = [
     "LinearRegressionModel",
     "LogisticRegressionModel",
     "SGDRun",
+    "SRGDParameters",
+    "SRGDStep",
+    "SRGDWarning",
     "Schedule",
     "SecondMoment",
     "StabilityBound",
     "Theorem11Noise",
+    "accelerated_dp_srgd",
     "calibrate_ftrl_noise",
+    "calibrate_ftrl_sigma_tau",
     "calibrate_ssgd_noise",
     "dp_ambssgd",
     "dp_ftrl",
+    "dp_ftrl_sigma",
     "dp_sgd_gradient",
     "dp_sgd_output",
     "dp_ssgd",
     "ftrl_participation",
+    "ftrl_sigma_pass",
     "lemma13_epsilon_threshold",
     "max_ssgd_epsilon",
     "noise_multipliers",
@@ -80,12 +102,16 @@ __all__ = [
     "private_second_moment",
     "projected_sgd",
     "public_bounds",
+    "public_clip_constant",
     "rdp_gradient_noise",
     "recommended_schedule",
+    "srgd_increment",
+    "srgd_parameters",
     "stability_bound",
     "stability_bound_for_loss",
     "theorem11_noise",
     "theory_config",
+    "tree_leaf_levels",
     "uas_bound",
     "uas_bound_for_loss",
 ]

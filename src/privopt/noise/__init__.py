@@ -36,6 +36,7 @@ from privopt.noise.toeplitz import (
     optimal_cc,
 )
 from privopt.noise.tree import (
+    PrefixSumTree,
     TreeAggregation,
     TreeIncrements,
     as_step_noise,
@@ -56,6 +57,7 @@ __all__ = [
     "NoiseStream",
     "NuChoice",
     "Participation",
+    "PrefixSumTree",
     "Restarted",
     "SeededNoiseSource",
     "SensitivityUpperBoundWarning",

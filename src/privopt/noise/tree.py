@@ -32,6 +32,7 @@ from privopt.noise.base import (
 from privopt.noise.sensitivity import dense_minsep_upper_bound_squared
 
 __all__ = [
+    "PrefixSumTree",
     "TreeAggregation",
     "TreeIncrements",
     "TreeStream",
@@ -281,3 +282,65 @@ def as_step_noise(mechanism: Mechanism) -> Mechanism:
     if isinstance(mechanism, Restarted) and isinstance(mechanism.base, TreeAggregation):
         return Restarted(TreeIncrements(mechanism.base), mechanism.block)
     return mechanism
+
+
+class PrefixSumTree:
+    """Streaming binary-tree aggregation with a per-node noise scale (seed 003, Algorithm 3).
+
+    ``add(g, std)`` takes the step's vector and returns the noisy prefix sum sum_{j<=t} g_j plus
+    the noises of the popcount(t + 1) complete nodes of the dyadic decomposition of [0, t]
+    (notes/003.md §2.3 [FIX] and its streaming form). A node draws its noise once, when it
+    completes (its last leaf arrives), from N(0, std^2 Σ) with the ``std`` passed at that step:
+    callers pass a running maximum so a node's scale covers all of its leaves. Children's noises
+    leave the decomposition when their parent completes. Memory O(d log T); the exact running sum
+    is internal and never released. Unit noises are drawn ``batch`` at a time from
+    ``covariance.sample`` (a low-rank Σ reads its whole factor per call).
+    """
+
+    def __init__(
+        self,
+        dim: int,
+        rng: np.random.Generator,
+        covariance: Any = None,
+        batch: int = 64,
+    ) -> None:
+        self.dim = check_count("dim", dim)
+        self.rng = rng
+        self.covariance = covariance
+        if covariance is not None and getattr(covariance, "dim", dim) != dim:
+            raise ValueError(f"covariance has dimension {covariance.dim}, expected {dim}.")
+        self.batch = check_count("batch", batch)
+        self.total = np.zeros(self.dim)
+        self.stack: list[tuple[int, np.ndarray]] = []  # (height, noise) of complete nodes
+        self.steps = 0
+        self._pool = np.zeros((0, self.dim))
+
+    def _unit_noise(self) -> np.ndarray:
+        if self._pool.shape[0] == 0:
+            if self.covariance is None:
+                self._pool = self.rng.standard_normal((self.batch, self.dim))
+            else:
+                self._pool = np.atleast_2d(self.covariance.sample(self.rng, self.batch))
+        out, self._pool = self._pool[0], self._pool[1:]
+        return out
+
+    def add(self, g: np.ndarray, std: float) -> np.ndarray:
+        """Accept step t's vector; return the noisy prefix sum through step t."""
+        self.total += g
+        self.stack.append((0, std * self._unit_noise() if std > 0 else np.zeros(self.dim)))
+        while len(self.stack) >= 2 and self.stack[-1][0] == self.stack[-2][0]:
+            height = self.stack[-1][0]
+            del self.stack[-2:]
+            noise = std * self._unit_noise() if std > 0 else np.zeros(self.dim)
+            self.stack.append((height + 1, noise))
+        self.steps += 1
+        out = self.total.copy()
+        for _, noise in self.stack:
+            out += noise
+        return out
+
+    @staticmethod
+    def levels(steps: int) -> int:
+        """k = ceil(log2 T) + 1: the nodes on one leaf's root path (notes/003.md §3.4 item 3)."""
+        steps = check_count("steps", steps)
+        return math.ceil(math.log2(steps)) + 1
