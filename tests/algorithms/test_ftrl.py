@@ -225,9 +225,18 @@ def test_tree_mechanism_adds_prefix_noise_to_the_iterate_not_per_step():
     X, y = np.ones((8, 2)), np.zeros(8)
     finals, stds = [], []
     for seed in range(60):
-        fit = dp_ftrl(X, y, mechanism=TreeAggregation(), epsilon=2.0, delta=1e-5, clip_norm=1.0,
-                      learning_rate=1.0, rng=np.random.default_rng(seed), model=model,
-                      w0=np.zeros(50))  # fmt: skip
+        fit = dp_ftrl(
+            X,
+            y,
+            mechanism=TreeAggregation(),
+            epsilon=2.0,
+            delta=1e-5,
+            clip_norm=1.0,
+            learning_rate=1.0,
+            rng=np.random.default_rng(seed),
+            model=model,
+            w0=np.zeros(50),
+        )
         finals.append(fit.coef)
         stds.append(fit.info["noise_multiplier"])
     ratio = np.var(np.concatenate(finals)) / stds[0] ** 2
