@@ -80,7 +80,10 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
     Parameters:
         loss, q: the loss (``q`` in [1, 2] for ``"qnorm_hinge"``).
         perturbation: ``"gradient"`` or ``"output"``.
-        method: ``"sgd"`` (seed 002's projected SGD).
+        method: ``"sgd"`` (seed 002's projected SGD) or ``"srgd"`` (seed 004's single-epoch
+            Accelerated-DP-SRGD with binary-tree noise, setting "interior", radius 1 by
+            default; smooth losses only; ``perturbation``, ``steps`` and ``learning_rate`` do
+            not apply).
         epsilon, delta: the privacy target (delta in (0, 1), well below 1/N).
         fit_intercept: append a constant feature.
         feature_bounds: public (low, high) of every feature, or an (n_features, 2) array.
