@@ -36,12 +36,12 @@ bench-regression: $(STAMP)
 	$(BIN)/python benchmarks/regression_sweep.py --public-only --out benchmarks/regression_public_results.json
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check src tests benchmarks examples
+	$(BIN)/ruff format --check src tests benchmarks examples
 
 format: $(STAMP)
-	$(BIN)/ruff format src tests benchmarks
-	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks examples
+	$(BIN)/ruff check --fix src tests benchmarks examples
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .hypothesis

@@ -154,3 +154,14 @@ def test_srgd_method_single_epoch_accelerated():
     assert model.fit_info_["method"] == "accelerated-dp-srgd"
     with pytest.raises(ValueError, match="smooth loss"):
         DPLinearClassifier(method="srgd", loss="hinge", feature_bounds=(-10, 15)).fit(X, y)
+
+
+@pytest.mark.skipif(not ADULT.exists(), reason="shared/data/adult.csv is not available")
+def test_adult_example_runs(capsys):
+    import runpy
+
+    module = runpy.run_path(
+        str(Path(__file__).resolve().parents[2] / "examples" / "adult_classifier.py")
+    )
+    module["main"](ADULT)
+    assert "private hinge, epsilon = 1" in capsys.readouterr().out
