@@ -44,6 +44,7 @@ REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "fig2": ("privopt.experiments.fig2", "reproduce_fig2", ()),
     "fig3": ("privopt.experiments.fig3", "reproduce_fig3", ()),
     "cifar-style": ("privopt.experiments.cifar_style", "reproduce_cifar_style", ()),
+    "overparam": ("privopt.experiments.overparam", "reproduce_overparam", ()),
 }
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]

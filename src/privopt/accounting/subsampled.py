@@ -12,6 +12,7 @@ verified to meet the target under the same accountant.
 
 from __future__ import annotations
 
+import functools
 from typing import Literal
 
 import dp_accounting
@@ -103,6 +104,7 @@ def dpsgd_epsilon(
     return float(acc.get_epsilon(delta))
 
 
+@functools.lru_cache(maxsize=512)
 def calibrate_dpsgd_noise(
     epsilon: float,
     delta: float,
@@ -113,7 +115,8 @@ def calibrate_dpsgd_noise(
 ) -> float:
     """Smallest noise multiplier (to ``rtol``) for which DP-SGD is (epsilon, delta)-DP.
 
-    The result is verified under the same accountant, so rounding errs toward more noise.
+    The result is verified under the same accountant, so rounding errs toward more noise. It is
+    a pure function of public parameters and costs seconds (PLD), so results are memoised.
     """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)

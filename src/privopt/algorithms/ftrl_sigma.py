@@ -133,7 +133,7 @@ def ftrl_sigma_pass(
     clipping. With tau = 0 and no clipping the pass is exactly constant-step SGD
     w_{t+1} = w_t - eta g_t (line 9 with no noise), the reduction the paper states.
     """
-    X = np.asarray(X, dtype=float)
+    X = _as_float_rows(X)
     y = np.asarray(y, dtype=float)
     n, d = X.shape
     tau = float(tau)
@@ -162,6 +162,17 @@ def ftrl_sigma_pass(
         noisy_prefix = tree.add((residual * factor) * X[t], tau * psi_max)
         w = -eta * noisy_prefix
     return FTRLSigmaPass(total / n, w, thresholds, clipped, 0)
+
+
+def _as_float_rows(X) -> np.ndarray:
+    """X as a floating array without copying float32/float64 storage (memory maps stay maps)."""
+    X = np.asarray(X)
+    return X if np.issubdtype(X.dtype, np.floating) else X.astype(float)
+
+
+def _all_finite(X: np.ndarray, rows: int = 256) -> bool:
+    """Finiteness checked in row chunks (no N x d boolean temporary at d ~ 1e5)."""
+    return all(np.isfinite(X[i : i + rows]).all() for i in range(0, X.shape[0], rows))
 
 
 def _split(X, y, estimating_data, rng):
@@ -230,11 +241,11 @@ def dp_ftrl_sigma(
     if residual not in RESIDUAL_OPTIONS:
         raise ValueError(f"Expected residual in {RESIDUAL_OPTIONS}, got {residual!r}.")
     residual_every = check_count("residual_every", residual_every)
-    X = np.asarray(X, dtype=float)
+    X = _as_float_rows(X)
     y = np.asarray(y, dtype=float)
     if X.ndim != 2 or y.shape != (X.shape[0],) or X.shape[0] < 2:
         raise ValueError("Expected X of shape (N, d) with N >= 2 and y of shape (N,).")
-    if not (np.all(np.isfinite(X)) and np.all(np.isfinite(y))):
+    if not (_all_finite(X) and np.all(np.isfinite(y))):
         raise ValueError("X and y must be finite.")
     covariance = covariance or IdentityCovariance(X.shape[1])
     if not isinstance(covariance, CovarianceOperator):
