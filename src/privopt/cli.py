@@ -45,6 +45,7 @@ REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "fig3": ("privopt.experiments.fig3", "reproduce_fig3", ()),
     "cifar-style": ("privopt.experiments.cifar_style", "reproduce_cifar_style", ()),
     "overparam": ("privopt.experiments.overparam", "reproduce_overparam", ()),
+    "single-epoch": ("privopt.experiments.single_epoch", "reproduce_single_epoch", ()),
 }
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
