@@ -287,6 +287,9 @@ def dp_ftrl(
     sigma, unit_sensitivity = calibrate_ftrl_noise(
         mechanism, steps, participation, epsilon, delta, calibration
     )
+    # verify on the event actually recorded (both scaled by the clip norm): round toward privacy
+    while gdp_epsilon((clip_norm * unit_sensitivity) / (clip_norm * sigma), delta) > epsilon:
+        sigma *= 1.0 + 1e-12
     ledger = PrivacyLedger("zero-out")
     ledger.record(
         GaussianEvent(

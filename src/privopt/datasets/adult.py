@@ -154,7 +154,7 @@ def adult_preprocessor():
 
     It learns nothing from the data it is fitted on (categories and ranges are fixed), so it is
     safe in front of a private estimator. Output: 6 scaled numeric columns, then the one-hot
-    blocks of the 8 categorical columns (103 columns in all).
+    blocks of the 8 categorical columns (105 columns in all).
     """
     from sklearn.compose import ColumnTransformer
     from sklearn.preprocessing import FunctionTransformer, OneHotEncoder

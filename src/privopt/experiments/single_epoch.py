@@ -1006,7 +1006,9 @@ def reproduce_single_epoch(
         hyperparameters: override of :data:`DEFAULT_HYPERPARAMETERS` (same layout).
         dpsgd_accountant: ``"pld"`` (default) or ``"rdp"`` (quick) for multi-epoch DP-SGD.
 
-    Default size: about 5 minutes on 2 busy cores (the JSON records the wall time).
+    Measured on 2 shared cores: default size 222-232 s (synthetic ~120 s, Adult ~100 s; the PLD
+    calibration of multi-epoch DP-SGD is a large share), quick ~40 s. The JSON records the wall
+    time of the run (``wall_time_s``).
     """
     start = time.perf_counter()
     epsilons = _check_epsilons(DEFAULT_EPSILONS if epsilons is None else epsilons)
