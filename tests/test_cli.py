@@ -417,3 +417,22 @@ def test_reproduce_fig1(capsys, tmp_path):
     assert json.loads((tmp_path / "fig1.json").read_text())["figure"] == "fig1"
     code, _, err = run(capsys, "reproduce", "fig9", "--out", str(tmp_path))
     assert code == 2 and "fig1" in err
+
+
+def test_every_registered_reproduction_takes_out_and_quick():
+    import importlib
+    import inspect
+
+    from privopt.cli import REPRODUCTIONS
+
+    assert set(REPRODUCTIONS) == {
+        "fig1",
+        "fig2",
+        "fig3",
+        "cifar-style",
+        "overparam",
+        "single-epoch",
+    }
+    for module, function, _ in REPRODUCTIONS.values():
+        signature = inspect.signature(getattr(importlib.import_module(module), function))
+        assert "quick" in signature.parameters and next(iter(signature.parameters)) == "out"
