@@ -40,9 +40,7 @@ over seeds (each seed redraws the batch assignment / Poisson samples and the noi
 from __future__ import annotations
 
 import json
-import logging
 import math
-import numbers
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -54,6 +52,7 @@ import numpy as np
 from privopt._validate import check_count, check_positive, check_probability
 from privopt.accounting import PoissonSampledGaussianEvent, PrivacyLedger, calibrate_dpsgd_noise
 from privopt.algorithms.ftrl import GenericModel, dp_ftrl, ftrl_participation
+from privopt.experiments._common import check_epsilons, reproduction_environment
 from privopt.noise import (
     Mechanism,
     Participation,
@@ -302,21 +301,6 @@ def _tree_mechanism(steps: int, participation: Participation) -> tuple[Mechanism
     }
 
 
-def _check_epsilons(epsilons: Sequence[float]) -> tuple[float, ...]:
-    values = tuple(epsilons)
-    if not values:
-        raise ValueError("Expected at least one epsilon.")
-    for value in values:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            raise ValueError(f"Expected finite epsilons > 0, got {value!r}.")
-    return tuple(float(v) for v in values)
-
-
 def _run_grid(
     x_train: np.ndarray,
     y_train: np.ndarray,
@@ -530,7 +514,7 @@ def reproduce_cifar_style(
     non-private accuracy and the wall time.
     """
     start = time.perf_counter()
-    epsilons = _check_epsilons(
+    epsilons = check_epsilons(
         (QUICK_EPSILONS if quick else DEFAULT_EPSILONS) if epsilons is None else epsilons
     )
     seeds = tuple(range(3) if quick else range(10)) if seeds is None else tuple(seeds)
@@ -558,38 +542,26 @@ def reproduce_cifar_style(
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"Expected dpsgd_accountant in ('pld', 'rdp'), got {accountant!r}.")
 
-    from threadpoolctl import threadpool_limits  # a scikit-learn dependency
-
     x_train, y_train, x_test, y_test = load_digits_split()
     n = x_train.shape[0]
     steps, _ = ftrl_participation(n, batch_size, epochs)
     per_epoch = n // batch_size
-    # The matrices are tiny: multi-threaded BLAS only adds overhead (40x slower measured on a
-    # busy 2-core machine), so BLAS runs single-threaded here.
-    # dp_accounting's RDP logs an "order excluded" notice for every small-sigma evaluation;
-    # they are not actionable here, so they are muted for the duration of the run.
-    absl = logging.getLogger("absl")
-    level = absl.level
-    absl.setLevel(logging.ERROR)
-    try:
-        with threadpool_limits(limits=1, user_api="blas"):
-            results = _run_grid(
-                x_train,
-                y_train,
-                x_test,
-                y_test,
-                methods=methods,
-                epsilons=epsilons,
-                seeds=seeds,
-                delta=delta,
-                batch_size=batch_size,
-                epochs=epochs,
-                hyperparameters={m: chosen[m] for m in methods},
-                dpsgd_accountant=accountant,
-            )
-            baseline = _non_private_accuracy(x_train, y_train, x_test, y_test)
-    finally:
-        absl.setLevel(level)
+    with reproduction_environment():  # single-threaded BLAS, RDP notices muted
+        results = _run_grid(
+            x_train,
+            y_train,
+            x_test,
+            y_test,
+            methods=methods,
+            epsilons=epsilons,
+            seeds=seeds,
+            delta=delta,
+            batch_size=batch_size,
+            epochs=epochs,
+            hyperparameters={m: chosen[m] for m in methods},
+            dpsgd_accountant=accountant,
+        )
+        baseline = _non_private_accuracy(x_train, y_train, x_test, y_test)
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     payload: dict[str, Any] = {

@@ -54,12 +54,11 @@ bounds with constants 1 exceed the null risk until N ~ 10^8-10^13.
 
 from __future__ import annotations
 
-import contextlib
 import functools
 import json
 import math
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -78,6 +77,7 @@ from privopt.algorithms.ftrl_sigma import (
 from privopt.algorithms.preprocess import public_bounds
 from privopt.clipping.residual_estimate import rows_needed
 from privopt.datasets import make_overparameterised_regression
+from privopt.experiments._common import reproduction_environment
 from privopt.noise import LowRankPlusRidgeCovariance, PrefixSumTree
 
 __all__ = [
@@ -284,17 +284,6 @@ def _fit_nonprivate(data, kind, r, rng) -> float:
         data.X, data.y, tau=0.0, learning_rate=eta, threshold=lambda t, w: math.inf, rng=rng
     )
     return float(data.excess_risk(run.average))
-
-
-@contextlib.contextmanager
-def _blas_limit(threads: int | None) -> Iterator[None]:
-    if threads is None:
-        yield
-        return
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(limits=check_count("blas_threads", threads), user_api="blas"):
-        yield
 
 
 # -- step-size pilot on a separate draw ------------------------------------------------------------
@@ -572,7 +561,7 @@ def reproduce_overparam(
     slope_ranges: dict[str, Any] = {}
     rates: dict[str, Any] = {}
     ambssgd_info: dict[str, Any] = {}
-    with _blas_limit(blas_threads):
+    with reproduction_environment(blas_threads, mute_accounting_notices=False):
         for s_index, key in enumerate(spectra):
             kind, r = SPECTRA[key]
             t0 = time.perf_counter()

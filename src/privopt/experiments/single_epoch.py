@@ -54,9 +54,7 @@ exact GDP; multi-epoch DP-SGD: the PLD / RDP accountant) and is at most the targ
 from __future__ import annotations
 
 import json
-import logging
 import math
-import numbers
 import time
 import warnings
 from collections.abc import Sequence
@@ -70,6 +68,7 @@ from privopt._validate import check_count, check_positive, check_probability
 from privopt.accounting import calibrate_dpsgd_noise
 from privopt.algorithms.ftrl import dp_ftrl
 from privopt.algorithms.srgd import SRGDWarning, accelerated_dp_srgd
+from privopt.experiments._common import check_epsilons, reproduction_environment
 from privopt.losses import get_loss
 from privopt.noise import independent
 
@@ -692,40 +691,6 @@ def _grid_edges(hyper: dict) -> list[str]:
     return out
 
 
-def _check_epsilons(epsilons: Sequence[float]) -> tuple[float, ...]:
-    values = tuple(epsilons)
-    if not values:
-        raise ValueError("Expected at least one epsilon.")
-    for value in values:
-        if (
-            isinstance(value, bool)
-            or not isinstance(value, numbers.Real)
-            or not math.isfinite(value)
-            or value <= 0
-        ):
-            raise ValueError(f"Expected finite epsilons > 0, got {value!r}.")
-    return tuple(float(v) for v in values)
-
-
-class _Quiet:
-    """Single-threaded BLAS (tiny matrices; threads only add overhead on a busy machine) and
-    dp_accounting's RDP notices muted."""
-
-    def __enter__(self):
-        from threadpoolctl import threadpool_limits
-
-        self._limits = threadpool_limits(limits=1, user_api="blas")
-        self._absl = logging.getLogger("absl")
-        self._level = self._absl.level
-        self._absl.setLevel(logging.ERROR)
-        return self
-
-    def __exit__(self, *exc):
-        self._absl.setLevel(self._level)
-        self._limits.unregister()
-        return False
-
-
 # -- the two problems --------------------------------------------------------------------------
 def _synthetic(
     *,
@@ -827,9 +792,9 @@ def select_hyperparameters(
     (``"synthetic"`` or ``"adult"``) and return ``{"chosen": method -> exponent -> config,
     "scores": the full validation results}``. Takes minutes; its output is
     :data:`DEFAULT_HYPERPARAMETERS`."""
-    epsilons = _check_epsilons(epsilons)
+    epsilons = check_epsilons(epsilons)
     grids = {m: _configs(m) for m in methods}
-    with _Quiet():
+    with reproduction_environment():
         if problem == "synthetic":
             run = _synthetic(
                 n=n,
@@ -1011,7 +976,7 @@ def reproduce_single_epoch(
     time of the run (``wall_time_s``).
     """
     start = time.perf_counter()
-    epsilons = _check_epsilons(DEFAULT_EPSILONS if epsilons is None else epsilons)
+    epsilons = check_epsilons(DEFAULT_EPSILONS if epsilons is None else epsilons)
     seeds = tuple(range(2) if quick else range(5)) if seeds is None else tuple(seeds)
     if not seeds:
         raise ValueError("Expected at least one seed.")
@@ -1037,7 +1002,7 @@ def reproduce_single_epoch(
     methods = (*METHODS, *PRESETS)
     timings: dict[str, float] = {}
 
-    with _Quiet():
+    with reproduction_environment():
         t0 = time.perf_counter()
         syn = _synthetic(
             n=n,
