@@ -69,7 +69,6 @@ class FTRLSigmaPass:
     last: np.ndarray
     thresholds: np.ndarray
     clipped: np.ndarray
-    residual_calls: int
 
 
 def calibrate_ftrl_sigma_tau(
@@ -102,13 +101,13 @@ def _unit_sensitivity(neighbouring: str) -> float:
     return 2.0 if neighbouring == "replace-one" else 1.0
 
 
-def public_clip_constant(public_X: np.ndarray, covariance: Any, steps: int) -> float:
+def public_clip_constant(public_X: np.ndarray, covariance: Any) -> float:
     """C = max_i ||x~_i||_{Σ^-1} over the public rows (the paper's "upper bound of ||x||_Σ^-1").
 
     Lemma B.2 puts C^2 ~ tr(Σ^-1 H) log(1/beta); the public maximum estimates that bound without
     touching private data. A larger C clips less but feeds more noise back through the residual
     estimates (psi = C l, noise tau psi_max), so no extra log factor is added; clipping absorbs
-    the residual tail. ``steps`` is accepted for a future horizon-dependent rule.
+    the residual tail.
     """
     public_X = np.asarray(public_X, dtype=float)
     if public_X.ndim != 2 or public_X.shape[0] == 0:
@@ -161,7 +160,7 @@ def ftrl_sigma_pass(
             clipped[t] = True
         noisy_prefix = tree.add((residual * factor) * X[t], tau * psi_max)
         w = -eta * noisy_prefix
-    return FTRLSigmaPass(total / n, w, thresholds, clipped, 0)
+    return FTRLSigmaPass(total / n, w, thresholds, clipped)
 
 
 def _as_float_rows(X) -> np.ndarray:
@@ -272,7 +271,7 @@ def dp_ftrl_sigma(
             raise ValueError(
                 f"public_X must have {X.shape[1]} columns like X; got shape {public_X.shape}."
             )
-        clip_constant = public_clip_constant(public_X, covariance, n)
+        clip_constant = public_clip_constant(public_X, covariance)
     sensitivity = _unit_sensitivity(neighbouring) * math.sqrt(PrefixSumTree.levels(n))
     tau = calibrate_ftrl_sigma_tau(epsilon, delta, n, neighbouring, calibration)
 

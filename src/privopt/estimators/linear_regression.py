@@ -322,7 +322,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
             covariance = LowRankPlusRidgeCovariance.from_public_data(
                 public_z, n_samples=n, step_size=eta
             )
-            clip_constant = public_clip_constant(public_z, covariance, n)
+            clip_constant = public_clip_constant(public_z, covariance)
         fit = dp_ftrl_sigma(
             Z / row_bound,
             t / y_bound,
