@@ -35,6 +35,7 @@ import numpy as np
 
 from privopt._validate import check_count, check_positive
 from privopt.accounting import (
+    DpAccountingAccountant,
     PrivacyLedger,
     RenyiGuaranteeEvent,
     SampledGaussianEvent,
@@ -131,9 +132,8 @@ def theorem11_noise(
 
 @functools.lru_cache(maxsize=256)
 def _rdp_epsilon(noise_multiplier: float, n: int, steps: int, delta: float) -> float:
-    ledger = PrivacyLedger("replace-one")
-    ledger.record(SampledGaussianEvent(noise_multiplier, population=n, count=steps))
-    return ledger.epsilon(delta, "rdp")
+    event = SampledGaussianEvent(noise_multiplier, population=n, count=steps)
+    return DpAccountingAccountant("rdp").epsilon([event], delta)
 
 
 def rdp_gradient_noise(

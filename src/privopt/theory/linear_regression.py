@@ -65,7 +65,8 @@ def effective_dimension(eigenvalues: np.ndarray) -> float:
     return float(lam.sum() / lam.max())
 
 
-def _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd):
+def _check_setting(eta, eigenvalues) -> tuple[float, np.ndarray]:
+    """eta in the theory's stable range (0, 1 / lambda_max) and valid eigenvalues of H."""
     eta = check_finite("eta", eta)
     lam = _check_eigenvalues(eigenvalues)
     if not 0.0 < eta < 1.0 / float(lam.max()):
@@ -73,6 +74,11 @@ def _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd):
             f"Expected 0 < eta < 1 / lambda_max = {1.0 / float(lam.max()):.4g} (stable range of "
             f"the theory), got eta={eta!r}."
         )
+    return eta, lam
+
+
+def _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd):
+    eta, lam = _check_setting(eta, eigenvalues)
     rho = check_positive("rho", rho)
     clip = check_positive("clip", clip)
     sigma_sgd = check_nonnegative("sigma_sgd", sigma_sgd)
@@ -173,10 +179,7 @@ def _h_on_grid(eta: float, lam: np.ndarray, grid_size: int) -> np.ndarray:
 
 
 def _check_grid_setting(eta, eigenvalues, grid_size):
-    eta = check_finite("eta", eta)
-    lam = _check_eigenvalues(eigenvalues)
-    if not 0.0 < eta < 1.0 / float(lam.max()):
-        raise ValueError(f"Expected 0 < eta < 1 / lambda_max = {1.0 / float(lam.max()):.4g}.")
+    eta, lam = _check_setting(eta, eigenvalues)
     grid_size = check_count("grid_size", grid_size, minimum=1024)
     if grid_size * eta * float(lam.min()) < 64:
         raise ValueError(
