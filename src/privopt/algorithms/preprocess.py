@@ -148,6 +148,68 @@ def preprocessing_rows_needed(mu: float, search_queries: int = DEFAULT_SEARCH_QU
     return PRIVATE_RELEASES * max(MIN_CHUNK_ROWS, math.ceil(CHUNK_MARGINS * margin))
 
 
+def check_feature_bounds(feature_bounds, n_features: int) -> np.ndarray:
+    """Public per-feature ranges as an (n_features, 2) array of finite (low, high), low < high;
+    a single (low, high) pair applies to every feature."""
+    fb = np.asarray(feature_bounds, dtype=float)
+    if fb.shape == (2,):
+        fb = np.tile(fb, (n_features, 1))
+    if fb.shape != (n_features, 2):
+        raise ValueError(
+            f"feature_bounds must be a (low, high) pair or have shape ({n_features}, 2); got "
+            f"shape {fb.shape}."
+        )
+    if not np.all(np.isfinite(fb)) or np.any(fb[:, 1] <= fb[:, 0]):
+        raise ValueError("feature_bounds must be finite with low < high for every feature.")
+    return fb
+
+
+def preprocessing_share(n: int, mu: float, fraction: float, hint: str) -> float:
+    """Probability of a record going to private preprocessing (public: N and mu only).
+
+    At least 1.05 times :func:`preprocessing_rows_needed` rows in expectation (5% slack for the
+    random chunk sizes) and at least ``fraction``; refuses, naming the rows needed and ``hint``,
+    when N is below twice that.
+    """
+    needed = 1.05 * preprocessing_rows_needed(mu)
+    if n < int(2 * needed):
+        raise ValueError(
+            f"Too few rows: private preprocessing (no public bounds given) needs at least "
+            f"{int(2 * needed)} rows, {n} are available. {hint}"
+        )
+    return max(needed / n, fraction)
+
+
+def private_bounds_by_label(
+    X: np.ndarray,
+    y: np.ndarray,
+    label: np.ndarray,
+    share: float,
+    *,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    fit_intercept: bool = True,
+) -> LinearBounds:
+    """:func:`private_bounds` on the records whose secret uniform ``label`` is below ``share``,
+    split into PRIVATE_RELEASES chunks of equal probability (public expected sizes)."""
+    width = share / PRIVATE_RELEASES
+    chunks = [
+        np.flatnonzero((label >= j * width) & (label < (j + 1) * width))
+        for j in range(PRIVATE_RELEASES)
+    ]
+    return private_bounds(
+        X,
+        y,
+        chunks=chunks,
+        expected_rows=width * X.shape[0],
+        mu=mu,
+        rng=rng,
+        ledger=ledger,
+        fit_intercept=fit_intercept,
+    )
+
+
 def private_bounds(
     X: np.ndarray,
     y: np.ndarray,

@@ -21,10 +21,9 @@ from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.gradient_perturbation import ACCOUNTING, dp_sgd_gradient
 from privopt.algorithms.output_perturbation import dp_sgd_output
 from privopt.algorithms.preprocess import (
-    PRIVATE_RELEASES,
     LinearBounds,
-    preprocessing_rows_needed,
-    private_bounds,
+    preprocessing_share,
+    private_bounds_by_label,
 )
 from privopt.algorithms.srgd import accelerated_dp_srgd
 from privopt.estimators.linear_regression import _as_generator
@@ -96,28 +95,15 @@ class HolderSGDEstimator(BaseEstimator):
         # a relative 1e-9 below the target, so that the exactly inverted epsilon of these
         # releases never prints above it after rounding
         mu = gdp_mu(self.epsilon * (1.0 - 1e-9), self.delta)
-        needed = 1.05 * preprocessing_rows_needed(mu)
-        if n < 2 * needed:
-            raise ValueError(
-                f"Too few rows: private preprocessing needs at least {int(2 * needed)} rows, got "
-                f"{n}. Give public feature_bounds (and target_bounds) to skip it."
-            )
-        share = max(needed / n, self.preprocess_fraction)
+        share = preprocessing_share(
+            n,
+            mu,
+            self.preprocess_fraction,
+            "Give public feature_bounds (and target_bounds) to skip it.",
+        )
         label = rng.random(n)  # secret, data-independent assignment of records to releases
-        width = share / PRIVATE_RELEASES
-        chunks = [
-            np.flatnonzero((label >= j * width) & (label < (j + 1) * width))
-            for j in range(PRIVATE_RELEASES)
-        ]
-        bounds = private_bounds(
-            X,
-            y,
-            chunks=chunks,
-            expected_rows=width * n,
-            mu=mu,
-            rng=rng,
-            ledger=ledger,
-            fit_intercept=self.fit_intercept,
+        bounds = private_bounds_by_label(
+            X, y, label, share, mu=mu, rng=rng, ledger=ledger, fit_intercept=self.fit_intercept
         )
         return bounds, np.flatnonzero(label >= share)
 
@@ -207,18 +193,3 @@ def unit_rows(Z: np.ndarray) -> np.ndarray:
     """Rows scaled to l2 norm <= 1 (rows already inside the ball are unchanged)."""
     norms = np.linalg.norm(Z, axis=1, keepdims=True)
     return Z / np.maximum(1.0, norms)
-
-
-def check_feature_bounds(feature_bounds: Any, n_features: int) -> np.ndarray:
-    """(n_features, 2) array of finite public (low, high) with low < high."""
-    fb = np.asarray(feature_bounds, dtype=float)
-    if fb.shape == (2,):
-        fb = np.tile(fb, (n_features, 1))
-    if fb.shape != (n_features, 2):
-        raise ValueError(
-            f"feature_bounds must be a (low, high) pair or have shape ({n_features}, 2); got "
-            f"shape {fb.shape}."
-        )
-    if not np.all(np.isfinite(fb)) or np.any(fb[:, 1] <= fb[:, 0]):
-        raise ValueError("feature_bounds must be finite with low < high for every feature.")
-    return fb

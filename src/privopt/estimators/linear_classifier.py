@@ -11,12 +11,9 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
+from privopt.algorithms.preprocess import check_feature_bounds
 from privopt.clipping import clip_factors
-from privopt.estimators._holder import (
-    HolderSGDEstimator,
-    check_feature_bounds,
-    unit_rows,
-)
+from privopt.estimators._holder import HolderSGDEstimator, unit_rows
 from privopt.losses import get_loss
 
 __all__ = ["DPLinearClassifier"]

@@ -18,10 +18,10 @@ from privopt.algorithms.baselines import adassp, dpsgd_linear
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
 from privopt.algorithms.preprocess import (
     MIN_CHUNK_ROWS,
-    PRIVATE_RELEASES,
     LinearBounds,
-    preprocessing_rows_needed,
-    private_bounds,
+    check_feature_bounds,
+    preprocessing_share,
+    private_bounds_by_label,
     private_second_moment,
     public_bounds,
 )
@@ -36,6 +36,7 @@ METHODS = ("adassp", "ambssgd", "ssgd", "dpsgd", "ftrl-sigma")
 #: sigma = 1, N = 200,000, epsilon = 1 (8 seeds): the Gram noise dominates the error, and this
 #: split lowers the median excess risk from 5.2x OLS (equal thirds, Wang 2018) to 4.2x.
 ADASSP_SPLIT = (0.05, 0.6, 0.35)
+PUBLIC_BOUNDS_HINT = "Give public feature_bounds and target_bounds to skip private preprocessing."
 
 
 def _as_generator(random_state: Any) -> np.random.Generator:
@@ -160,7 +161,11 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         # public expected ones (N times the part's probability), never the realised counts.
         label = rng.random(n)
         public_bounds_given = self.feature_bounds is not None
-        pre_share = 0.0 if public_bounds_given else self._preprocess_share(n, mu)
+        pre_share = (
+            0.0
+            if public_bounds_given
+            else preprocessing_share(n, mu, self.preprocess_fraction, PUBLIC_BOUNDS_HINT)
+        )
         moment_share = 0.0
         if method == "ambssgd":
             moment_share = max(MIN_CHUNK_ROWS / n, self.preprocess_fraction / 7)
@@ -187,43 +192,24 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         if available < needed:
             raise ValueError(
                 f"Too few rows: {what} needs at least {needed} rows, {available} are available. "
-                "Give public feature_bounds and target_bounds to skip private preprocessing."
+                + PUBLIC_BOUNDS_HINT
             )
-
-    def _preprocess_share(self, n: int, mu: float) -> float:
-        """Probability of a record going to private preprocessing (public: N and mu only)."""
-        needed = 1.05 * preprocessing_rows_needed(mu)  # 5% slack for the random chunk sizes
-        share = max(needed / n, self.preprocess_fraction)
-        self._check_rows(n, int(2 * needed), "private preprocessing (no public bounds given)")
-        return share
 
     def _bounds(self, X, y, label, pre_share, mu, rng, ledger) -> LinearBounds:
         if (self.feature_bounds is None) != (self.target_bounds is None):
             raise ValueError("Give both feature_bounds and target_bounds, or neither.")
         if self.feature_bounds is not None:
-            fb = np.asarray(self.feature_bounds, dtype=float)
-            if fb.shape == (2,):
-                fb = np.tile(fb, (X.shape[1], 1))
-            if fb.shape != (X.shape[1], 2):
-                raise ValueError(
-                    f"feature_bounds must be a (low, high) pair or have shape "
-                    f"({X.shape[1]}, 2); got shape {fb.shape}."
-                )
+            fb = check_feature_bounds(self.feature_bounds, X.shape[1])
             tb = np.asarray(self.target_bounds, dtype=float).ravel()
             if tb.shape != (2,):
                 raise ValueError("target_bounds must be a (low, high) pair.")
             ledger.assume("features and target clipped to the public bounds given by the user")
             return public_bounds(fb, (tb[0], tb[1]), self.fit_intercept)
-        width = pre_share / PRIVATE_RELEASES
-        chunks = [
-            np.flatnonzero((label >= j * width) & (label < (j + 1) * width))
-            for j in range(PRIVATE_RELEASES)
-        ]
-        return private_bounds(
+        return private_bounds_by_label(
             X,
             y,
-            chunks=chunks,
-            expected_rows=width * X.shape[0],
+            label,
+            pre_share,
             mu=mu,
             rng=rng,
             ledger=ledger,

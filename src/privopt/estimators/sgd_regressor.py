@@ -9,8 +9,8 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from privopt.algorithms.preprocess import public_bounds
-from privopt.estimators._holder import HolderSGDEstimator, check_feature_bounds
+from privopt.algorithms.preprocess import check_feature_bounds, public_bounds
+from privopt.estimators._holder import HolderSGDEstimator
 from privopt.losses import get_loss
 
 __all__ = ["DPSGDRegressor"]
