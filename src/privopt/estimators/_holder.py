@@ -14,7 +14,6 @@ import numbers
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval, StrOptions
 
 from privopt.accounting import PrivacyLedger, gdp_mu
@@ -26,7 +25,7 @@ from privopt.algorithms.preprocess import (
     private_bounds_by_label,
 )
 from privopt.algorithms.srgd import accelerated_dp_srgd
-from privopt.estimators.linear_regression import _as_generator
+from privopt.estimators._base import PrivateEstimator, as_generator
 
 __all__ = ["HolderSGDEstimator"]
 
@@ -59,7 +58,7 @@ NON_LIPSCHITZ_RADIUS = 5.0
 SRGD_RADIUS = 1.0
 
 
-class HolderSGDEstimator(BaseEstimator):
+class HolderSGDEstimator(PrivateEstimator):
     """Base class: parameters, validation, the private fit. Subclasses map data and labels."""
 
     _parameter_constraints: dict = {  # noqa: RUF012 (scikit-learn's declarative contract)
@@ -85,7 +84,7 @@ class HolderSGDEstimator(BaseEstimator):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
         ledger = PrivacyLedger("replace-one")
         ledger.assume("the number of records N is public")
-        return _as_generator(self.random_state), ledger
+        return as_generator(self.random_state), ledger
 
     def _private_bounds(
         self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator, ledger: PrivacyLedger
@@ -174,19 +173,6 @@ class HolderSGDEstimator(BaseEstimator):
     def _store(self, fit, info: dict[str, Any]) -> None:
         self.privacy_report_ = fit.report
         self.fit_info_ = {**fit.info, "method": fit.method, **info}
-
-    @property
-    def report(self):
-        """Alias of ``privacy_report_``."""
-        from sklearn.utils.validation import check_is_fitted
-
-        check_is_fitted(self)
-        return self.privacy_report_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags
 
 
 def unit_rows(Z: np.ndarray) -> np.ndarray:

@@ -8,11 +8,11 @@ import numbers
 from typing import Any
 
 import numpy as np
-from sklearn.base import BaseEstimator, RegressorMixin
+from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from privopt.accounting import PrivacyLedger, PrivacyReport, gdp_mu
+from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
 from privopt.algorithms.baselines import adassp, dpsgd_linear
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
@@ -27,6 +27,7 @@ from privopt.algorithms.preprocess import (
 )
 from privopt.algorithms.result import FitTrace
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, practical_learning_rate
+from privopt.estimators._base import PrivateEstimator, as_generator
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
 
 __all__ = ["DPLinearRegression"]
@@ -39,17 +40,7 @@ ADASSP_SPLIT = (0.05, 0.6, 0.35)
 PUBLIC_BOUNDS_HINT = "Give public feature_bounds and target_bounds to skip private preprocessing."
 
 
-def _as_generator(random_state: Any) -> np.random.Generator:
-    if isinstance(random_state, np.random.Generator):
-        return random_state
-    if random_state is None or isinstance(random_state, numbers.Integral):
-        return np.random.default_rng(random_state)
-    raise ValueError(
-        f"Expected random_state to be None, an int or a numpy Generator, got {random_state!r}."
-    )
-
-
-class DPLinearRegression(RegressorMixin, BaseEstimator):
+class DPLinearRegression(RegressorMixin, PrivateEstimator):
     """Differentially private linear regression, (epsilon, delta)-DP end to end.
 
     Every release derived from the training data is recorded in a privacy ledger; the report is
@@ -149,7 +140,7 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         if not math.isfinite(self.epsilon):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
-        rng = _as_generator(self.random_state)
+        rng = as_generator(self.random_state)
         n = X.shape[0]
         method = self.method
         ledger = PrivacyLedger("add-remove" if method == "dpsgd" else "replace-one")
@@ -332,14 +323,3 @@ class DPLinearRegression(RegressorMixin, BaseEstimator):
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         return X @ self.coef_ + self.intercept_
-
-    @property
-    def report(self) -> PrivacyReport:
-        """Alias of ``privacy_report_``."""
-        check_is_fitted(self)
-        return self.privacy_report_
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.non_deterministic = self.random_state is None
-        return tags
