@@ -6,13 +6,16 @@ import math
 import pytest
 
 from privopt.accounting import (
+    DpAccountingAccountant,
     GaussianEvent,
     PoissonSampledGaussianEvent,
     PrivacyLedger,
+    SamplingFailureEvent,
     ShuffledGaussianEvent,
     ZCDPAccountant,
     gaussian_epsilon,
     gdp_epsilon,
+    get_accountant,
     shuffled_gaussian_guarantee,
     zcdp_epsilon,
 )
@@ -136,3 +139,77 @@ def test_report_states_everything_and_serialises():
     text = str(report)
     for needle in ("Privacy report", "replace-one", "gradient", "threshold", "gdp"):
         assert needle in text
+
+
+# -- sampling failures with per-partition accountants (issue 12, item 5) ------------------------
+
+
+def _sampled_with_failure(delta: float) -> PrivacyLedger:
+    ledger = PrivacyLedger("zero-out")
+    ledger.record(PoissonSampledGaussianEvent(1.0, 0.01, 1000), partition="a")
+    ledger.record(SamplingFailureEvent(0.9 * delta), partition="a")
+    return ledger
+
+
+def test_a_disjoint_partition_does_not_erase_a_sampling_failure():
+    # The per-partition ("auto": pld for "a", gdp for "b") path composed "a" at the full delta:
+    # epsilon fell from 2.12 to 1.83 when the unrelated partition "b" was recorded.
+    delta = 1e-5
+    ledger = _sampled_with_failure(delta)
+    alone = ledger.epsilon(delta)
+    assert alone == pytest.approx(2.1245, abs=1e-3)  # "a" composed at delta - 0.9 delta
+    ledger.record(GaussianEvent(1.0, 10.0), partition="b")  # a smaller loss than "a"'s
+    report = ledger.report(delta)
+    assert report.accountant == "auto: pld, gdp"
+    assert report.epsilon >= alone
+    assert report.epsilon == pytest.approx(alone, rel=1e-9)
+    assert ledger.failure_probability == pytest.approx(0.9 * delta)
+    # a disjoint partition with the larger loss takes over, at its own (full) delta
+    ledger.record(GaussianEvent(1.0, 0.5), partition="c")
+    assert ledger.epsilon(delta) == pytest.approx(gdp_epsilon(2.0, delta), rel=1e-12)
+
+
+def test_failures_choose_no_accountant_and_cost_their_own_group():
+    delta = 1e-6
+    sampled = PoissonSampledGaussianEvent(1.0, 0.1, 5)
+    ledger = PrivacyLedger("zero-out")
+    ledger.record(GaussianEvent(sensitivity=1.0, std=1.0), partition="pre")
+    ledger.record(SamplingFailureEvent(4e-7), partition="pre")  # stays exact GDP, at 6e-7
+    ledger.record(sampled, partition="fit")
+    pre = gaussian_epsilon(1.0, delta - 4e-7)
+    fit = DpAccountingAccountant("pld").epsilon([sampled], delta)
+    assert pre > fit  # the group with the failure decides
+    report = ledger.report(delta)
+    assert report.epsilon == pytest.approx(pre, rel=1e-12)
+    assert report.accountant == "auto: gdp, pld"
+    # a partition holding only a failure: nothing to compose (it used to divide by zero),
+    # names no accountant, and still refuses a delta it does not exceed
+    ledger.record(SamplingFailureEvent(5e-7), partition="audit")
+    report = ledger.report(delta)
+    assert report.epsilon == pytest.approx(pre, rel=1e-12)
+    assert report.accountant == "auto: gdp, pld"
+    with pytest.raises(ValueError, match="does not exceed"):
+        ledger.epsilon(4.5e-7)
+
+
+@pytest.mark.parametrize(
+    "other",
+    [PoissonSampledGaussianEvent(2.0, 0.1, 3), GaussianEvent(1.0, 20.0)],
+    ids=["single-accountant", "per-partition"],
+)
+def test_both_paths_take_a_shared_failure_off_every_group(other):
+    # Same shape; only whether "auto" accounts per partition differs (PLD for both groups, or
+    # PLD beside GDP). The shared failure touches every record, so both groups lose it.
+    delta = 1e-6
+    sampled = PoissonSampledGaussianEvent(1.0, 0.1, 5)
+    ledger = PrivacyLedger("zero-out")
+    ledger.record(SamplingFailureEvent(5e-7))
+    ledger.record(sampled, partition="a")
+    ledger.record(other, partition="b")
+    expected = max(
+        DpAccountingAccountant("pld").epsilon([sampled], delta - 5e-7),
+        get_accountant("auto", [other]).epsilon([other], delta - 5e-7),
+    )
+    assert ledger.epsilon(delta) == pytest.approx(expected, rel=1e-12)
+    assert ledger.failure_probability == pytest.approx(5e-7)
+    assert ledger.rho is None and ledger.mu is None  # a failure has no rho or mu form

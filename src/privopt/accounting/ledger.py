@@ -17,7 +17,11 @@ Composition rules
   split equally between the accountable part and each curve-only event, and the epsilons add.
 * **Sampling failures**: a :class:`SamplingFailureEvent` of probability gamma (a data-independent
   event voiding a sensitivity bound) adds gamma to delta, so the other events are composed at
-  delta minus the total failure probability.
+  delta minus the total failure probability. The total is per record, like everything else: the
+  failures recorded without a partition plus those of the record's own partition. Every path of
+  :meth:`PrivacyLedger.epsilon` (one accountant, or ``"auto"`` picking one per partition)
+  composes the same groups, failures included, so adding an event, or a disjoint partition,
+  never lowers the reported epsilon.
 """
 
 from __future__ import annotations
@@ -71,6 +75,7 @@ class PrivacyLedger:
         self.neighbouring = Neighbouring.parse(neighbouring)
         self._entries: list[LedgerEntry] = []
         self._assumptions: list[str] = []
+        self._disclosures: list[str] = []
         for text in assumptions:
             self.assume(text)
 
@@ -96,6 +101,22 @@ class PrivacyLedger:
         if text not in self._assumptions:
             self._assumptions.append(text)
 
+    def disclose(self, text: str) -> None:
+        """Record a release made WITHOUT a private mechanism, on the caller's explicit request.
+
+        E.g. ``diagnostics=True`` (clip fractions). Such a release is not covered by the
+        ledger's epsilon; the report lists it under ``non_private_releases``.
+        """
+        if not isinstance(text, str) or not text.strip():
+            raise ValueError("Expected a non-empty description of the non-private release.")
+        if text not in self._disclosures:
+            self._disclosures.append(text)
+
+    @property
+    def disclosures(self) -> tuple[str, ...]:
+        """The non-private releases recorded by :meth:`disclose`."""
+        return tuple(self._disclosures)
+
     def extend(self, other: PrivacyLedger) -> None:
         """Append another ledger's entries and assumptions (same neighbouring relation)."""
         if other.neighbouring is not self.neighbouring:
@@ -107,6 +128,8 @@ class PrivacyLedger:
             self.record(entry.event, partition=entry.partition)
         for text in other.assumptions:
             self.assume(text)
+        for text in other.disclosures:
+            self.disclose(text)
 
     @property
     def entries(self) -> tuple[LedgerEntry, ...]:
@@ -121,15 +144,16 @@ class PrivacyLedger:
         return tuple(e.event for e in self._entries)
 
     # -- composition ---------------------------------------------------------------------------
-    def _split(
-        self, *, failures: bool = False
-    ) -> tuple[list[PrivacyEvent], list[list[PrivacyEvent]]]:
-        """(shared events, one event list per partition); sampling failures only if asked."""
+    def _split(self) -> tuple[list[PrivacyEvent], list[list[PrivacyEvent]]]:
+        """(shared events, one event list per partition), every recorded event included.
+
+        Sampling failures are kept with the events they belong to: a failure recorded for a
+        partition voids that partition's bounds, and one recorded without a partition voids
+        everyone's. Nothing here may drop them, or the delta they cost is silently lost.
+        """
         shared: list[PrivacyEvent] = []
         parts: dict[Hashable, list[PrivacyEvent]] = {}
         for entry in self._entries:
-            if isinstance(entry.event, SamplingFailureEvent) and not failures:
-                continue
             if entry.partition is None:
                 shared.append(entry.event)
             else:
@@ -138,7 +162,7 @@ class PrivacyLedger:
 
     def _groups(self) -> list[list[PrivacyEvent]]:
         """What one record can meet: the shared events plus one partition's (failures too)."""
-        shared, parts = self._split(failures=True)
+        shared, parts = self._split()
         return [[*shared, *p] for p in parts] or [shared]
 
     @property
@@ -155,7 +179,11 @@ class PrivacyLedger:
 
     @property
     def rho(self) -> float | None:
-        """rho-zCDP of the fit (parallel over partitions), or None if an event has no zCDP form."""
+        """rho-zCDP of the fit (parallel over partitions), or None if an event has no zCDP form.
+
+        None as well when a sampling failure is recorded: its probability adds to delta, which a
+        bare rho cannot carry, so reporting rho would silently drop it.
+        """
         if not self._gaussian_only():
             return None
         shared, parts = self._split()
@@ -164,7 +192,10 @@ class PrivacyLedger:
 
     @property
     def mu(self) -> float | None:
-        """mu-GDP of the fit (parallel over partitions), or None if an event is not Gaussian."""
+        """mu-GDP of the fit (parallel over partitions), or None if an event is not Gaussian.
+
+        None as well when a sampling failure is recorded (see :attr:`rho`).
+        """
         if not self._gaussian_only():
             return None
         shared, parts = self._split()
@@ -189,38 +220,55 @@ class PrivacyLedger:
 
         Parallel composition bounds each record's loss by its own group (shared events plus its
         partition's), so each group may use the tightest accountant valid for it (e.g. exact GDP
-        for Gaussian-only preprocessing parts, RDP for a part with sampled steps).
+        for Gaussian-only preprocessing parts, PLD or RDP for a part with sampled steps).
+
+        The groups are those of :meth:`_groups`, sampling failures included: a group's failure
+        probability is part of its (epsilon, delta) claim (it is taken off delta before
+        composing), so a group without it would claim delta for releases that only hold at
+        delta minus the failure. The accountant is chosen from the group's accountable events
+        only (a failure or a curve-only event is no reason to leave GDP for RDP), and groups
+        with no accountable events (only failures or curve-only guarantees) use no accountant,
+        so they neither force nor name one.
         """
-        shared, parts = self._split()
-        if accountant != "auto" or not parts:
+        if accountant != "auto" or not self.num_partitions:
             return None
-        groups = [[*shared, *p] for p in parts]
-        chosen = [
-            get_accountant("auto", [e for e in g if not isinstance(e, _CURVE_ONLY)]) for g in groups
-        ]
-        if len({a.name for a in chosen}) == 1:
+        groups = self._groups()
+        chosen = [get_accountant("auto", _accountable(group)) for group in groups]
+        names = {a.name for a, g in zip(chosen, groups, strict=True) if _accountable(g)}
+        if len(names) <= 1:
+            # One accountant fits every group: :meth:`resolve_accountant` picks the same one from
+            # all events (each event is in some group), and the single-accountant path applies.
             return None
         return list(zip(chosen, groups, strict=True))
 
     def epsilon(self, delta: float, accountant: str | Accountant = "auto") -> float:
-        """epsilon at ``delta`` of everything recorded (0 for an empty ledger)."""
+        """epsilon at ``delta`` of everything recorded (0 for an empty ledger).
+
+        The worst group of :meth:`_groups` (parallel composition): for each group, delta minus
+        its sampling-failure probability, split by basic composition between its accountable
+        events and its curve-only events (see the module notes).
+        """
         delta = check_probability("delta", delta)
         per_partition = self._per_partition_accountants(accountant)
         if per_partition:
             return max(_group_epsilon(a, group, delta) for a, group in per_partition)
         acc = self.resolve_accountant(accountant)
-        if not any(isinstance(e, (*_CURVE_ONLY, SamplingFailureEvent)) for e in self.events):
-            shared, parts = self._split()
-            return acc.epsilon_parallel(shared, parts, delta)
-        return max(_group_epsilon(acc, group, delta) for group in self._groups())
+        if any(isinstance(e, (*_CURVE_ONLY, SamplingFailureEvent)) for e in self.events):
+            return max(_group_epsilon(acc, group, delta) for group in self._groups())
+        # Nothing to take off delta or to split it with, so every group is composed by the
+        # accountant alone, which does the same maximum over groups (GDP and zCDP in a single
+        # conversion of the largest partition's scalar).
+        shared, parts = self._split()
+        return acc.epsilon_parallel(shared, parts, delta)
 
     def report(self, delta: float, accountant: str | Accountant = "auto") -> PrivacyReport:
         """The privacy report of the fit at ``delta``."""
         per_partition = self._per_partition_accountants(accountant)
         if per_partition:
             epsilon = self.epsilon(delta, accountant)
-            names = list(dict.fromkeys(a.name for a, _ in per_partition))
-            descriptions = list(dict.fromkeys(a.description for a, _ in per_partition))
+            used = [a for a, group in per_partition if _accountable(group)]
+            names = list(dict.fromkeys(a.name for a in used))
+            descriptions = list(dict.fromkeys(a.description for a in used))
             name = "auto: " + ", ".join(names)
             description = (
                 "per partition, the tightest valid accountant (" + "; ".join(descriptions) + ")"
@@ -260,6 +308,7 @@ class PrivacyLedger:
             num_partitions=parts,
             events=summarise_events(self._entries),
             assumptions=tuple(assumptions),
+            non_private_releases=tuple(self._disclosures),
         )
 
 
@@ -294,10 +343,16 @@ def _curve_epsilon(event: PrivacyEvent, delta: float) -> float:
 
 
 def _basic_composition(acc: Accountant, events: Sequence[PrivacyEvent], delta: float) -> float:
-    """Basic composition of the accountable events and each curve-only event, splitting delta."""
+    """Basic composition of the accountable events and each curve-only event, splitting delta.
+
+    A group with nothing to compose (a partition that only records a sampling failure) costs
+    nothing.
+    """
     curve = [e for e in events if isinstance(e, _CURVE_ONLY)]
     rest = [e for e in events if not isinstance(e, _CURVE_ONLY)]
     shares = len(curve) + (1 if rest else 0)
+    if shares == 0:
+        return 0.0
     share = delta / shares
     total = sum(_curve_epsilon(e, share) for e in curve)
     if rest:

@@ -91,6 +91,8 @@ class PrivacyReport:
         num_partitions: number of disjoint data partitions used by parallel composition.
         events: the recorded releases, aggregated by mechanism and label.
         assumptions: statements the guarantee relies on.
+        non_private_releases: what the fit also released without a private mechanism, on the
+            caller's explicit request (e.g. ``diagnostics=True``): NOT covered by ``epsilon``.
     """
 
     epsilon: float
@@ -105,6 +107,7 @@ class PrivacyReport:
     num_partitions: int
     events: tuple[EventSummary, ...]
     assumptions: tuple[str, ...]
+    non_private_releases: tuple[str, ...] = ()
 
     def __getitem__(self, key: str) -> Any:
         """Dict-style access to the fields (``report["epsilon"]``)."""
@@ -117,6 +120,7 @@ class PrivacyReport:
         out = asdict(self)
         out["events"] = [asdict(e) for e in self.events]
         out["assumptions"] = list(self.assumptions)
+        out["non_private_releases"] = list(self.non_private_releases)
         if math.isinf(self.epsilon):
             out["epsilon"] = "inf"
         return out
@@ -147,6 +151,11 @@ class PrivacyReport:
         if self.assumptions:
             items.append(Text("Assumptions:", style="bold"))
             items.extend(Text(f"  - {a}") for a in self.assumptions)
+        if self.non_private_releases:
+            items.append(
+                Text("Released WITHOUT privacy (not covered by this guarantee):", style="bold red")
+            )
+            items.extend(Text(f"  - {a}") for a in self.non_private_releases)
         return Group(*items)
 
     def render(self, console: Console | None = None) -> None:
