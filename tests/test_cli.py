@@ -436,3 +436,41 @@ def test_every_registered_reproduction_takes_out_and_quick():
     for module, function, _ in REPRODUCTIONS.values():
         signature = inspect.signature(getattr(importlib.import_module(module), function))
         assert "quick" in signature.parameters and next(iter(signature.parameters)) == "out"
+
+
+@pytest.mark.parametrize("method", ["dpsgd", "adassp"])
+def test_fit_model_file_states_a_relation_that_keeps_n_public(
+    capsys, tmp_path, regression_csv, method
+):
+    # Issue 12 item 4: the model file holds n_rows, so the relation must keep N fixed.
+    path, X, _ = regression_csv
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    model_path = tmp_path / "model.json"
+    args = ["fit", str(path), "--target", "y", "--method", method, "--out", str(model_path)]
+    code, _, err = run(capsys, *args, "--bounds", str(bounds), "--seed", "1", "--json")
+    assert code == 0, err
+    saved = json.loads(model_path.read_text())
+    assert saved["n_rows"] == X.shape[0]
+    assert saved["neighbouring"] == saved["privacy_report"]["neighbouring"]
+    assert saved["neighbouring"] in ("replace-one", "zero-out")
+    assert "public size N" in saved["privacy_report"]["neighbouring_description"]
+    assert any("N is public" in a for a in saved["privacy_report"]["assumptions"])
+    assert any("seed" in a and "secret" in a for a in saved["privacy_report"]["assumptions"])
+
+
+def test_fit_secure_mode_and_its_conflict_with_seed(capsys, tmp_path, regression_csv):
+    path, _, _ = regression_csv
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    args = ["fit", str(path), "--target", "y", "--method", "adassp", "--bounds", str(bounds)]
+    code, _, err = run(capsys, *args, "--out", str(tmp_path / "a.json"), "--secure", "--seed", "1")
+    assert code == 2 and "--secure" in err and len(err.strip().splitlines()) == 1
+    code, out, err = run(capsys, *args, "--out", str(tmp_path / "b.json"), "--secure", "--json")
+    assert code == 0, err
+    report = json.loads(out)["privacy_report"]
+    assert any("secure mode" in a for a in report["assumptions"])

@@ -319,13 +319,28 @@ def fit(
         ),
     ] = None,
     no_intercept: Annotated[bool, typer.Option("--no-intercept", help="Fit y = <x, w>.")] = False,
-    seed: Annotated[int | None, typer.Option("--seed", help="Seed (omit for fresh noise).")] = None,
+    seed: Annotated[
+        int | None,
+        typer.Option(
+            "--seed",
+            help="Seed of all randomness, noise included: keep it secret, use it for one fit "
+            "only (omit for fresh noise).",
+        ),
+    ] = None,
+    secure: Annotated[
+        bool,
+        typer.Option(
+            "--secure", help="Draw the noise with ChaCha20 keyed by the OS (not with --seed)."
+        ),
+    ] = False,
     as_json: JsonFlag = False,
 ) -> None:
     """Fit a private linear regression and save it; prints the privacy report."""
     from privopt.datasets import load_table
     from privopt.estimators import DPLinearRegression
 
+    if secure and seed is not None:
+        raise ValueError("Give --seed (reproducible noise) or --secure (OS-keyed noise), not both.")
     names = [c.strip() for c in features.split(",")] if features else None
     table = load_table(data, target, features=names)
     feature_bounds, target_bounds = _read_bounds(bounds, table.feature_names, target)
@@ -337,6 +352,7 @@ def fit(
         feature_bounds=feature_bounds,
         target_bounds=target_bounds,
         random_state=seed,
+        secure_mode=secure,
     )
     console = Console(stderr=as_json)
     with Progress(
@@ -359,7 +375,10 @@ def fit(
         "epsilon": report.epsilon,
         "delta": report.delta,
         "rho": report.rho,
+        # N is public under every relation privopt uses (replace-one, zero-out): see
+        # "neighbouring" and the report's assumptions.
         "n_rows": int(table.X.shape[0]),
+        "neighbouring": report.neighbouring,
         "privacy_report": report.to_dict(),
     }
     out.write_text(json.dumps(payload, indent=2) + "\n")

@@ -29,6 +29,11 @@ from privopt.algorithms import (
 )
 from privopt.datasets import make_linear_regression
 
+# Tests of the clipping behaviour read the non-private clip fractions on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::privopt.algorithms.result.NonPrivateDiagnosticsWarning"
+)
+
 ambssgd_module = importlib.import_module("privopt.algorithms.ambssgd")
 
 DELTA = 1e-6
@@ -198,7 +203,9 @@ def gaussian_data():
 
 def fit(data, cfg, seed=0, ledger=None):
     ledger = ledger if ledger is not None else PrivacyLedger("replace-one")
-    w, trace, info = dp_ambssgd(data.X, data.y, cfg, rng=np.random.default_rng(seed), ledger=ledger)
+    w, trace, info = dp_ambssgd(
+        data.X, data.y, cfg, rng=np.random.default_rng(seed), ledger=ledger, diagnostics=True
+    )
     return w, trace, info, ledger
 
 
@@ -338,7 +345,9 @@ def test_each_record_used_at_most_once(monkeypatch):
 
 def fit_arrays(Z, t, cfg, seed):
     ledger = PrivacyLedger("replace-one")
-    w, trace, info = dp_ambssgd(Z, t, cfg, rng=np.random.default_rng(seed), ledger=ledger)
+    w, trace, info = dp_ambssgd(
+        Z, t, cfg, rng=np.random.default_rng(seed), ledger=ledger, diagnostics=True
+    )
     return w, trace, info, ledger
 
 
@@ -418,7 +427,9 @@ def zero_data_runs():
     rng = np.random.default_rng(2718)
     normalised, sums = [], []
     for _ in range(reps):
-        w, trace, _ = dp_ambssgd(Z, t, cfg, rng=rng, ledger=PrivacyLedger("replace-one"))
+        w, trace, _ = dp_ambssgd(
+            Z, t, cfg, rng=rng, ledger=PrivacyLedger("replace-one"), diagnostics=True
+        )
         # The trace's noise std is the gradient step's 2 eta zeta_t alpha_g / b.
         np.testing.assert_allclose(
             trace.noise_std,
@@ -476,6 +487,7 @@ def faithfulness_run(n: int, seed: int):
         cfg,
         rng=np.random.default_rng(1000 + seed),
         ledger=PrivacyLedger("replace-one"),
+        diagnostics=True,
     )
     ols = np.linalg.lstsq(data.X, data.y, rcond=None)[0]
     return data.excess_risk(w), data.excess_risk(ols), float(trace.clip_fraction.max())
@@ -621,7 +633,13 @@ def test_contiguous_rounds_mode_same_privacy_and_utility():
     for mode in ("rows", "none"):
         ledger = PrivacyLedger("replace-one")
         w, trace, _ = dp_ambssgd(
-            data.X, data.y, config, rng=np.random.default_rng(3), ledger=ledger, shuffle=mode
+            data.X,
+            data.y,
+            config,
+            rng=np.random.default_rng(3),
+            ledger=ledger,
+            shuffle=mode,
+            diagnostics=True,
         )
         risks[mode] = data.excess_risk(w)
         mus[mode] = ledger.mu

@@ -21,6 +21,11 @@ from privopt.algorithms.baselines import (
     ols,
 )
 
+# Tests of the clipping behaviour read the non-private clip fractions on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::privopt.algorithms.result.NonPrivateDiagnosticsWarning"
+)
+
 R, T = 6.0, 5.0  # public bounds: rows clipped to ||z|| <= 6, targets to |t| <= 5
 N, D = 50_000, 10
 DELTA = 1e-6
@@ -243,7 +248,7 @@ def test_adassp_noise_matches_recorded_std():
 # -- DP-SGD ------------------------------------------------------------------------------------
 def test_dpsgd_defaults_utility_and_trace(data):
     Z, t, w_star = data
-    ledger = PrivacyLedger("add-remove")
+    ledger = PrivacyLedger("zero-out")
     w, trace, info = dpsgd_linear(
         Z,
         t,
@@ -254,6 +259,7 @@ def test_dpsgd_defaults_utility_and_trace(data):
         rng=np.random.default_rng(9),
         ledger=ledger,
         accountant="rdp",
+        diagnostics=True,
     )
     q = 256 / N
     steps = math.ceil(5 / q)
@@ -287,7 +293,7 @@ def test_dpsgd_defaults_utility_and_trace(data):
             epsilon=1.0,
             delta=DELTA,
             rng=np.random.default_rng(100 + seed),
-            ledger=PrivacyLedger("add-remove"),
+            ledger=PrivacyLedger("zero-out"),
             accountant="rdp",
         )
         ratios.append(excess(w_s, w_star) / excess(ols(Z, t), w_star))
@@ -309,6 +315,7 @@ def test_dpsgd_pld_epsilon_within_target(data):
         sample_rate=0.1,
         epochs=2,
         learning_rate=0.5,
+        diagnostics=True,
     )
     assert info["steps"] == trace.steps == 20
     epsilon = ledger.epsilon(DELTA)  # auto: PLD for Poisson-sampled events
@@ -326,20 +333,24 @@ def test_dpsgd_clip_fraction_reflects_clipping(data):
         epsilon=2.0,
         delta=DELTA,
         rng=np.random.default_rng(11),
-        ledger=PrivacyLedger("add-remove"),
+        ledger=PrivacyLedger("zero-out"),
         sample_rate=0.05,
         epochs=1,
         clip_norm=0.5,
         accountant="rdp",
+        diagnostics=True,
     )
     assert np.all((trace.clip_fraction > 0.3) & (trace.clip_fraction <= 1.0))
     np.testing.assert_array_equal(trace.clip_threshold, 0.5)
 
 
-def test_dpsgd_refuses_replace_one_ledger(data):
+@pytest.mark.parametrize("relation", ["replace-one", "add-remove"])
+def test_dpsgd_refuses_ledgers_other_than_zero_out(data, relation):
+    # replace-one is not what dp_accounting analyses; add/remove makes N private, but DP-SGD
+    # uses N (q, the step count, the divisor q N): issue 12 item 4.
     Z, t, _ = data
-    ledger = PrivacyLedger("replace-one")
-    with pytest.raises(ValueError, match="add/remove"):
+    ledger = PrivacyLedger(relation)
+    with pytest.raises(ValueError, match="zero-out"):
         dpsgd_linear(
             Z,
             t,
@@ -392,7 +403,7 @@ def test_bad_data_is_refused(Z, t, match):
             epsilon=1,
             delta=1e-6,
             rng=rng,
-            ledger=PrivacyLedger("add-remove"),
+            ledger=PrivacyLedger("zero-out"),
         )
 
 
@@ -446,7 +457,7 @@ def test_dpsgd_bad_arguments(overrides, match):
         epsilon=1.0,
         delta=1e-6,
         rng=np.random.default_rng(0),
-        ledger=PrivacyLedger("add-remove"),
+        ledger=PrivacyLedger("zero-out"),
     )
     kwargs.update(overrides)
     with pytest.raises(ValueError, match=match):

@@ -13,6 +13,11 @@ from privopt.algorithms import (
 )
 from privopt.noise import Participation, SeededNoiseSource, independent, nu_dpftrl, optimal_cc
 
+# Tests of the clipping behaviour read the non-private clip fractions on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::privopt.algorithms.result.NonPrivateDiagnosticsWarning"
+)
+
 
 def _linear_data(n=400, p=5, seed=0):
     rng = np.random.default_rng(seed)
@@ -65,6 +70,7 @@ def test_without_clipping_it_is_noisy_ftrl():
         batch_size=40,
         epochs=3,
         noise_seed=5,
+        diagnostics=True,
     )
     assert result.trace.clip_fraction.max() == 0.0  # the huge clip never binds
     w = noisy_ftrl(

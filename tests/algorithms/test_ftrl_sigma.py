@@ -1,4 +1,5 @@
-"""DP-FTRL-Σ (seed 003, Algorithm 1): reductions, the tree's law, privacy report, utility."""
+"""DP-FTRL-Σ (seed 003, Algorithm 1): reductions, the tree's law, privacy report, utility, and the
+issue-12 checks (threshold validation, safe residual default, exact clipping, diagnostics)."""
 
 import math
 
@@ -7,10 +8,13 @@ import pytest
 
 from privopt.accounting import gdp_epsilon
 from privopt.algorithms.ftrl_sigma import (
+    _clip_coefficient,
     calibrate_ftrl_sigma_tau,
     dp_ftrl_sigma,
     ftrl_sigma_pass,
 )
+from privopt.algorithms.result import NonPrivateDiagnosticsWarning
+from privopt.clipping.residual_estimate import per_call_budget, rows_needed
 from privopt.datasets import make_overparameterised_regression
 from privopt.noise import LowRankPlusRidgeCovariance, PrefixSumTree, TreeAggregation
 
@@ -207,3 +211,260 @@ def test_designed_sigma_beats_identity_at_d_2000_n_1000_r_2():
             )
             risks[design].append(data.excess_risk(fit.coef))
     assert np.median(risks["designed"]) < np.median(risks["identity"]) < data.null_risk
+
+
+# -- issue 12: thresholds, residual defaults, clipping, diagnostics --------------------------------
+
+
+def _fit_args(data, **kwargs):
+    return {
+        "epsilon": 1.0,
+        "delta": 1e-5,
+        "learning_rate": 0.01,
+        "rng": np.random.default_rng(0),
+    } | kwargs
+
+
+def _default_path_data(n_train=64, d=2, seed=3):
+    """Enough rows for the default private residual estimate (one call): M + n_train rows.
+
+    Returns (X, y, M): with ``estimating_rows=M`` the secret split keeps n_train rows to train.
+    """
+    eps_call, delta_call = per_call_budget(1.0, 1e-5, 1)
+    m = rows_needed("private", horizon=n_train, epsilon=eps_call, delta=delta_call)
+    rng = np.random.default_rng(seed)
+    X = rng.standard_normal((m + n_train, d))
+    y = X @ np.linspace(1.0, 0.5, d) + 0.5 * rng.standard_normal(m + n_train)
+    return X, y, m
+
+
+BAD_POSITIVE = [-1.0, 0.0, math.nan, math.inf, -math.inf]
+
+
+@pytest.mark.parametrize("value", BAD_POSITIVE)
+def test_fixed_threshold_must_be_finite_and_positive(value):
+    """A negative psi zeroed the node noise (max(0, psi)), NaN disabled the clipping, +inf gave
+    NaN; every one of them used to report epsilon = 1."""
+    data = _small()
+    with pytest.raises(ValueError, match="threshold"):
+        dp_ftrl_sigma(data.X, data.y, **_fit_args(data, residual="fixed", threshold=value))
+
+
+@pytest.mark.parametrize("value", BAD_POSITIVE)
+def test_clip_constant_must_be_finite_and_positive(value):
+    data = _small()
+    est = data.sample(200, np.random.default_rng(1))
+    with pytest.raises(ValueError, match="clip_constant"):
+        dp_ftrl_sigma(data.X, data.y, **_fit_args(data, clip_constant=value, estimating_data=est))
+
+
+def test_clip_constant_derived_from_public_rows_must_be_positive():
+    data = _small()
+    est = data.sample(200, np.random.default_rng(1))
+    with pytest.raises(ValueError, match="clip_constant"):
+        dp_ftrl_sigma(
+            data.X,
+            data.y,
+            **_fit_args(data, public_X=np.zeros((5, data.X.shape[1])), estimating_data=est),
+        )
+
+
+@pytest.mark.parametrize("value", BAD_POSITIVE)
+def test_residual_fallback_must_be_finite_and_positive(value):
+    data = _small()
+    with pytest.raises(ValueError, match="residual_fallback"):
+        dp_ftrl_sigma(data.X, data.y, **_fit_args(data, clip_constant=3.0, residual_fallback=value))
+
+
+@pytest.mark.parametrize("value", BAD_POSITIVE)
+def test_learning_rate_must_be_finite_and_positive(value):
+    data = _small()
+    with pytest.raises(ValueError, match="learning_rate"):
+        dp_ftrl_sigma(
+            data.X,
+            data.y,
+            **_fit_args(data, residual="fixed", threshold=1.0, learning_rate=value),
+        )
+    with pytest.raises(ValueError, match="learning_rate"):
+        ftrl_sigma_pass(
+            data.X,
+            data.y,
+            tau=1.0,
+            learning_rate=value,
+            threshold=lambda t, w: 1.0,
+            rng=np.random.default_rng(0),
+        )
+
+
+@pytest.mark.parametrize("tau", [-1.0, math.nan, math.inf])
+def test_pass_refuses_a_bad_tau(tau):
+    data = _small()
+    with pytest.raises(ValueError, match="tau"):
+        ftrl_sigma_pass(
+            data.X,
+            data.y,
+            tau=tau,
+            learning_rate=0.1,
+            threshold=lambda t, w: 1.0,
+            rng=np.random.default_rng(0),
+        )
+
+
+@pytest.mark.parametrize("bad", [math.nan, 0.0, -1.0, -math.inf, math.inf])
+def test_pass_refuses_a_threshold_rule_that_removes_the_noise_or_the_clipping(bad):
+    """A rule returning a bad psi at a late step (t = 5) is refused there, before the step's
+    gradient reaches the tree: +inf is refused with tau > 0 (it is the tau = 0 SGD reduction
+    only, test_tau_zero_and_no_clipping_is_constant_step_sgd)."""
+    data = _small()
+    seen = []
+
+    def rule(t, w):
+        seen.append(t)
+        return bad if t == 5 else 1.0
+
+    with pytest.raises(ValueError, match="psi"):
+        ftrl_sigma_pass(
+            data.X, data.y, tau=2.0, learning_rate=0.1, threshold=rule, rng=np.random.default_rng(0)
+        )
+    assert seen == list(range(6))
+
+
+def test_pass_with_tau_zero_may_clip_a_finite_threshold():
+    data = _small()
+    run = ftrl_sigma_pass(
+        data.X,
+        data.y,
+        tau=0.0,
+        learning_rate=0.1,
+        threshold=lambda t, w: 0.5,  # clipping without noise: fine, nothing private is claimed
+        rng=np.random.default_rng(0),
+    )
+    assert np.all(run.thresholds == 0.5) and run.clipped.any()
+
+
+def test_explicit_public_residual_without_estimating_data_is_refused():
+    data = _small()
+    with pytest.raises(ValueError, match="estimating_data") as info:
+        dp_ftrl_sigma(data.X, data.y, **_fit_args(data, clip_constant=3.0, residual="public"))
+    assert "residual" in str(info.value)
+
+
+def test_default_without_estimating_data_charges_private_residual_estimates():
+    X, y, m = _default_path_data()
+    fit = dp_ftrl_sigma(
+        X, y, **_fit_args(None, clip_constant=3.0, residual_every=64, estimating_rows=m)
+    )
+    assert fit.info["residual"] == "private"
+    assert fit.info["training_rows"] == 64 and fit.info["estimating_rows"] == m
+    assert fit.info["residual_calls"] == 1
+    approx = [e for e in fit.report.events if e.mechanism == "approximate-dp"]
+    assert [e.label for e in approx] == ["RESIDUALEST stability histograms"]
+    assert approx[0].parameters["count"] == 1 and approx[0].partitions == 1
+    assert fit.report.num_partitions == 2 and fit.report.epsilon <= 1.0
+    assert any("secret random split" in a for a in fit.report.assumptions)
+    assert not any("public" in a and "estimating" in a for a in fit.report.assumptions)
+
+
+def test_default_split_is_half_and_too_few_rows_are_refused_before_the_data_are_read():
+    data = _small(n=256, d=2)
+    with pytest.raises(ValueError, match=r"estimating rows.*secret split.*gives 128"):
+        dp_ftrl_sigma(data.X, data.y, **_fit_args(data, clip_constant=3.0))
+    with pytest.raises(ValueError, match="estimating_rows"):
+        dp_ftrl_sigma(data.X, data.y, **_fit_args(data, clip_constant=3.0, estimating_rows=256))
+    with pytest.raises(ValueError, match="estimating_rows"):  # no split with estimating_data
+        dp_ftrl_sigma(
+            data.X,
+            data.y,
+            **_fit_args(
+                data,
+                clip_constant=3.0,
+                estimating_data=data.sample(100, np.random.default_rng(1)),
+                estimating_rows=10,
+            ),
+        )
+
+
+def test_default_with_estimating_data_is_public_and_the_report_says_so():
+    data = _small()
+    est = data.sample(300, np.random.default_rng(1))
+    fit = dp_ftrl_sigma(data.X, data.y, **_fit_args(data, clip_constant=3.0, estimating_data=est))
+    assert fit.info["residual"] == "public" and fit.info["training_rows"] == data.X.shape[0]
+    assert not [e for e in fit.report.events if e.mechanism == "approximate-dp"]
+    assert any("estimating_data rows are public" in a for a in fit.report.assumptions)
+    explicit = dp_ftrl_sigma(
+        data.X,
+        data.y,
+        **_fit_args(data, clip_constant=3.0, estimating_data=est, residual="public"),
+    )
+    np.testing.assert_array_equal(explicit.coef, fit.coef)
+
+
+def test_clip_coefficient_never_overshoots_on_adversarial_values():
+    """Triples where the hand-written factor psi / norm overshoots psi by rounding: the clipped
+    Mahalanobis norm |c| ||x||_{Σ^-1} (as the pass computes it) is <= psi exactly."""
+    rng = np.random.default_rng(0)
+    residual = rng.standard_normal(20000) * 10.0 ** rng.uniform(-3, 6, 20000)
+    inv_norm = 10.0 ** rng.uniform(-3, 3, 20000)
+    psi = np.abs(residual) * inv_norm * rng.uniform(0.01, 0.999, 20000)
+    naive = np.abs(residual * (psi / (np.abs(residual) * inv_norm))) * inv_norm
+    adversarial = np.flatnonzero(naive > psi)
+    assert adversarial.size > 100  # the naive factor overshoots on a few % of draws
+    for i in adversarial:
+        c, clipped = _clip_coefficient(float(residual[i]), float(inv_norm[i]), float(psi[i]))
+        assert clipped and abs(c) * inv_norm[i] <= psi[i]
+        assert math.copysign(1.0, c) == math.copysign(1.0, residual[i])
+        assert abs(c) * inv_norm[i] == pytest.approx(psi[i], rel=1e-14)  # still a clip to psi
+    assert _clip_coefficient(-2.0, 0.5, 1.0) == (-2.0, False)  # at the threshold: unchanged
+    with pytest.raises(ValueError, match="non-finite"):
+        _clip_coefficient(math.inf, 1.0, 1.0)
+
+
+def test_clipped_gradients_in_a_run_stay_within_psi_in_the_sigma_norm(monkeypatch):
+    """Wrap the tree to see every clipped gradient of a run with a non-identity Σ (an l2 clip
+    would fail). An independent Mahalanobis norm of the float vector differs from the scalar
+    |c| ||x||_{Σ^-1} by rounding only: 1e-12 relative (notes/003.md §8.3 item 2)."""
+    import privopt.algorithms.ftrl_sigma as module
+
+    data = _small(n=64, d=5)
+    cov = LowRankPlusRidgeCovariance(data.public_X, ridge=0.05)
+    added = []
+
+    class Recording(PrefixSumTree):
+        def add(self, value, std):
+            added.append(np.array(value))
+            return super().add(value, std)
+
+    monkeypatch.setattr(module, "PrefixSumTree", Recording)
+    psi = 0.3
+    run = ftrl_sigma_pass(
+        data.X * 7.0,
+        data.y * 7.0,
+        tau=1.0,
+        learning_rate=0.01,
+        threshold=lambda t, w: psi,
+        covariance=cov,
+        rng=np.random.default_rng(0),
+    )
+    assert run.clipped.mean() > 0.5
+    norms = np.asarray(cov.inv_norm(np.asarray(added)), dtype=float)
+    assert np.all(norms <= psi * (1 + 1e-12))
+    np.testing.assert_allclose(norms[run.clipped], psi, rtol=1e-12)
+
+
+def test_per_record_diagnostics_are_released_only_on_request():
+    data = _small()
+    args = _fit_args(data, residual="fixed", threshold=0.5)
+    fit = dp_ftrl_sigma(data.X, data.y, **args)
+    assert fit.trace.clip_fraction is None and "clipped_fraction" not in fit.info
+    assert fit.trace.clip_threshold.shape == fit.trace.noise_std.shape == (data.X.shape[0],)
+    assert "clip_fraction" not in fit.trace.to_dict()
+    assert not fit.report.non_private_releases
+    with pytest.warns(NonPrivateDiagnosticsWarning, match="clip_fraction"):
+        shown = dp_ftrl_sigma(
+            data.X, data.y, **(args | {"diagnostics": True, "rng": np.random.default_rng(0)})
+        )
+    assert shown.trace.clip_fraction.shape == (data.X.shape[0],)
+    assert set(np.unique(shown.trace.clip_fraction)) <= {0.0, 1.0}
+    assert shown.info["clipped_fraction"] == pytest.approx(shown.trace.clip_fraction.mean())
+    assert any("clip_fraction" in r for r in shown.report.non_private_releases)
+    np.testing.assert_array_equal(shown.coef, fit.coef)  # same run, only the release differs

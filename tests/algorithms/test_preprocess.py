@@ -364,10 +364,11 @@ def test_private_second_moment_too_few_rows():
 
 
 def test_randomly_assigned_chunks_use_public_sizes():
-    """With chunks drawn by independent labels, releases use the public expected size.
+    """With chunks drawn by independent labels, the means divide by the public expected size.
 
     The realised chunk sizes vary with the draws; the recorded mean sensitivities must be
-    2 R / expected_rows (no realised count released), and DP-STAT must aim at expected_rows.
+    2 R / expected_rows. DP-STAT aims at the realised size, which is data-independent only
+    when N is fixed, so an add/remove ledger is refused (issue 12 items 4 and 6).
     """
     rng = np.random.default_rng(0)
     X = rng.normal(size=(60_000, 4))
@@ -376,7 +377,17 @@ def test_randomly_assigned_chunks_use_public_sizes():
     expected = 60_000 * 0.5 / 6
     chunks = [np.flatnonzero((label >= j / 12) & (label < (j + 1) / 12)) for j in range(6)]
     assert len({c.size for c in chunks}) > 1  # realised sizes differ
-    ledger = PrivacyLedger("add-remove")
+    with pytest.raises(ValueError, match="add/remove"):
+        private_bounds(
+            X,
+            y,
+            chunks=chunks,
+            expected_rows=expected,
+            mu=0.5,
+            rng=rng,
+            ledger=PrivacyLedger("add-remove"),
+        )
+    ledger = PrivacyLedger("zero-out")
     bounds = private_bounds(
         X, y, chunks=chunks, expected_rows=expected, mu=0.5, rng=rng, ledger=ledger
     )
@@ -390,3 +401,28 @@ def test_randomly_assigned_chunks_use_public_sizes():
     assert bounds.x_radius > 0 and bounds.y_radius > 0
     with pytest.raises(ValueError, match="expected_rows"):
         private_bounds(X, y, chunks=chunks, mu=0.5, rng=rng, ledger=ledger)
+
+
+def test_bounds_near_the_minimum_rows_never_return_the_search_domain():
+    # Issue 12 item 6: chunks hold Bin(N, width) records; aiming DP-STAT at the expected size
+    # made the search fail whenever the realised count fell short (about 10% of fits at
+    # epsilon = 8 and N = 2 x the minimum returned a bound near 2^30 for data bounded by 1).
+    # Aiming at the realised size (data-independent: N is public), 300 fits all stay within 2x
+    # the true bound; with the old target about 30 of them failed (measured: 104 of 1000).
+    from privopt.algorithms.preprocess import (
+        preprocessing_rows_needed,
+        preprocessing_share,
+        private_bounds_by_label,
+    )
+
+    mu = gdp_mu(8.0, 1e-6)
+    n = int(2 * 1.05 * preprocessing_rows_needed(mu)) + 10
+    for seed in range(300):
+        rng = np.random.default_rng(seed)
+        X = rng.uniform(-1, 1, size=(n, 1))
+        y = rng.uniform(-1, 1, size=n)
+        share = preprocessing_share(n, mu, 0.1, "")
+        bounds = private_bounds_by_label(
+            X, y, rng.random(n), share, mu=mu, rng=rng, ledger=PrivacyLedger("replace-one")
+        )
+        assert max(bounds.x_radius, bounds.y_radius) <= 2.0, seed

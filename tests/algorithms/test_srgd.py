@@ -23,6 +23,11 @@ from privopt.algorithms.srgd import (
 from privopt.losses import get_loss
 from privopt.noise import TreeAggregation, prefix_nodes
 
+# Tests of the clipping behaviour read the non-private clip fractions on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::privopt.algorithms.result.NonPrivateDiagnosticsWarning"
+)
+
 DELTA = 1e-5
 
 
@@ -211,9 +216,10 @@ def test_lemma11_bound_holds_on_a_run(beta_choice, epsilon):
     L = M * (R + far)
     T = 32  # floor(sqrt(1024))
     result = accelerated_dp_srgd(
+
         index, np.zeros(n), grad_fn, epsilon=epsilon, delta=DELTA, radius=R,
         rng=np.random.default_rng(11), lipschitz=L, smoothness=M, dim=d,
-        beta=None if beta_choice == "theorem14" else 2 * M * T,
+        beta=None if beta_choice == "theorem14" else 2 * M * T, diagnostics=True,
     )  # fmt: skip
     info = result.info
     assert info["steps"] == T and info["beta"] >= 2 * M * T

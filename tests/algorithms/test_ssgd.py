@@ -15,6 +15,11 @@ from privopt.algorithms import calibrate_ssgd_noise, dp_ssgd, max_ssgd_epsilon
 from privopt.algorithms.ssgd import practical_learning_rate
 from privopt.datasets import make_linear_regression
 
+# Tests of the clipping behaviour read the non-private clip fractions on purpose.
+pytestmark = pytest.mark.filterwarnings(
+    "ignore::privopt.algorithms.result.NonPrivateDiagnosticsWarning"
+)
+
 DELTA = 1e-6
 
 
@@ -71,6 +76,7 @@ def run(Z, t, *, alpha=2.0, clip=1.0, lr=0.1, seed=0, ledger=None, **kw):
         rng=np.random.default_rng(seed),
         ledger=ledger,
         **kw,
+        diagnostics=True,
     )
     return w, trace, info, ledger
 
@@ -203,6 +209,7 @@ def zero_data_runs():
             learning_rate=lr,
             rng=rng,
             ledger=PrivacyLedger("replace-one"),
+            diagnostics=True,
         )
         assert np.all(trace.noise_std == step_std)
         assert np.all(trace.clip_fraction == 0.0)

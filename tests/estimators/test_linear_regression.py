@@ -42,9 +42,12 @@ def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method
     assert model.privacy_report_.epsilon <= 2.0 + 1e-9
     trivial = data.excess_risk(np.zeros(5), intercept=0.0)
     assert data.excess_risk(model.coef_, intercept=model.intercept_) < 0.05 * trivial
+    # every relation keeps N fixed (issue 12 item 4): zero-out for Poisson DP-SGD
     assert model.privacy_report_.neighbouring == (
-        "add-remove" if method == "dpsgd" else "replace-one"
+        "zero-out" if method == "dpsgd" else "replace-one"
     )
+    assert "N is public" in " ".join(model.privacy_report_.assumptions)
+    assert "public size N" in model.privacy_report_.neighbouring_description
     # preprocessing releases and the main fit touch disjoint records
     assert model.privacy_report_.num_partitions >= 2
     if method != "dpsgd":  # Gaussian releases only: rho-zCDP is reported too

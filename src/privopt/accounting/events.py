@@ -62,14 +62,18 @@ class Neighbouring(StrEnum):
     @property
     def description(self) -> str:
         return {
-            Neighbouring.ADD_REMOVE: "datasets differ by adding or removing one record",
+            Neighbouring.ADD_REMOVE: (
+                "datasets differ by adding or removing one record; the number of records N is "
+                "then private, so nothing released may depend on it (privopt's algorithms use "
+                "zero-out instead)"
+            ),
             Neighbouring.REPLACE_ONE: (
-                "datasets of equal size differ by replacing one record "
+                "datasets of the same public size N differ by replacing one record "
                 "(sensitivities include the factor 2 of replacement)"
             ),
             Neighbouring.ZERO_OUT: (
-                "datasets differ in one record whose contribution is replaced by zero "
-                "(Kairouz et al. 2021); accounted like add/remove"
+                "datasets of the same public size N differ in one record replaced by a null "
+                "record that contributes zero (Kairouz et al. 2021); accounted like add/remove"
             ),
         }[self]
 

@@ -42,8 +42,9 @@ from privopt._validate import (
     check_probability,
 )
 from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_mu, zcdp_rho
-from privopt.algorithms.result import FitTrace
+from privopt.algorithms.result import FitTrace, release_diagnostics
 from privopt.clipping import clip_factors, dp_stat, dp_stat_margin, row_norms
+from privopt.noise.rng import gaussian_noise
 
 __all__ = [
     "AMBSSGDConfig",
@@ -270,6 +271,7 @@ def dp_ambssgd(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     shuffle: str = "rows",
+    diagnostics: bool = False,
 ) -> tuple[np.ndarray, FitTrace, dict]:
     """Run DP-AMBSSGD on bounded data and record every release in ``ledger``.
 
@@ -286,6 +288,8 @@ def dp_ambssgd(
             is the same either way (it rests on parallel composition over a data-independent
             partition); utility needs exchangeable rounds. ``"none"`` avoids gathering each
             round's rows, about 3x faster at N = 10^6, d = 100.
+        diagnostics: also return the non-private clip fractions (warns; recorded in the report as
+            a non-private release, see :func:`privopt.algorithms.result.release_diagnostics`).
 
     Returns:
         (w_bar, trace, info): the tail-averaged iterate, per-round diagnostics (clip threshold,
@@ -351,7 +355,7 @@ def dp_ambssgd(
             GaussianEvent(sensitivity, std, label="clipped gradient step"),
             partition=("round", step),
         )
-        w = w - eta * gradient + rng.normal(0.0, std, size=p)
+        w = w - eta * gradient + gaussian_noise(rng, std, p)
         if step >= tail_start:
             tail_sum += w
         gammas.append(stat.gamma)
@@ -365,4 +369,5 @@ def dp_ambssgd(
         extra={"gamma": np.array(gammas)},
     )
     info = {**asdict(config), "unused_rows": n - config.records_needed, "mu": config.mu}
+    trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
     return tail_sum / (config.steps - tail_start), trace, info

@@ -32,12 +32,12 @@ from privopt._validate import check_design, check_positive, check_probability, c
 from privopt.accounting import (
     GaussianEvent,
     Neighbouring,
-    PoissonSampledGaussianEvent,
     PrivacyLedger,
-    calibrate_dpsgd_noise,
 )
 from privopt.algorithms.result import FitTrace
 from privopt.clipping import clip_factors
+from privopt.noise.rng import gaussian_noise
+from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
 
 __all__ = [
     "ADASSP_LOWER_BOUND_SIGMAS",
@@ -83,6 +83,27 @@ def ols(Z: np.ndarray, t: np.ndarray) -> np.ndarray:
     """
     Z, t = _check_data(Z, t)
     return np.linalg.lstsq(Z, t, rcond=None)[0]
+
+
+def logistic_erm(X: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Non-private unconstrained empirical risk minimiser of the logistic loss (L-BFGS).
+
+    **NOT private**: a reference (oracle) for the private methods, labels in {-1, +1}.
+    """
+    from scipy.optimize import minimize
+
+    from privopt.losses import get_loss
+
+    loss = get_loss("logistic")
+    n = X.shape[0]
+    result = minimize(
+        lambda w: (loss.mean_value(w, X, y), loss.gradient_sum(w, X, y) / n),
+        np.zeros(X.shape[1]),
+        jac=True,
+        method="L-BFGS-B",
+        options={"maxiter": 1000, "gtol": 1e-10},
+    )
+    return result.x
 
 
 # -- AdaSSP ------------------------------------------------------------------------------------
@@ -218,7 +239,7 @@ def adassp(
     std_moment = sens.moment / mu_moment
 
     # (a) private lower bound on lambda_min(Z^T Z)
-    lam_release = float(np.linalg.eigvalsh(gram)[0]) + float(rng.normal(0.0, std_lam))
+    lam_release = float(np.linalg.eigvalsh(gram)[0]) + gaussian_noise(rng, std_lam)
     ledger.record(
         GaussianEvent(sens.lambda_min, std_lam, label="adassp lambda_min(Z^T Z)"),
         partition=partition,
@@ -228,7 +249,7 @@ def adassp(
     # (b) Z^T Z + E: noise on the upper triangle (diagonal included), mirrored below
     rows, cols = np.triu_indices(d)
     noise = np.zeros((d, d))
-    noise[rows, cols] = rng.normal(0.0, std_gram, size=rows.size)
+    noise[rows, cols] = gaussian_noise(rng, std_gram, rows.size)
     noise = noise + np.triu(noise, 1).T
     gram_release = gram + noise
     ledger.record(
@@ -237,7 +258,7 @@ def adassp(
     )
 
     # (c) Z^T t + e
-    moment_release = moment + rng.normal(0.0, std_moment, size=d)
+    moment_release = moment + gaussian_noise(rng, std_moment, d)
     ledger.record(GaussianEvent(sens.moment, std_moment, label="adassp Z^T t"), partition=partition)
 
     # post-processing: adaptive ridge and the solve
@@ -280,6 +301,7 @@ def dpsgd_linear(
     learning_rate: float | None = None,
     accountant: str = "pld",
     public_n: float | None = None,
+    diagnostics: bool = False,
 ) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
     """Standard DP-SGD (Abadi et al. 2016) for least squares with Poisson sampling.
 
@@ -294,14 +316,16 @@ def dpsgd_linear(
     ``q n``, never the realised ``|B_k|``, which would leak.
 
     Privacy: one :class:`PoissonSampledGaussianEvent` (``noise_multiplier = sigma``,
-    ``sample_rate = q``, ``count = K``) recorded with ``partition``. Under add/remove or zero-out
-    neighbours the clipped sum has l2 sensitivity G, and sigma is the smallest noise multiplier
-    that :func:`calibrate_dpsgd_noise` finds for (epsilon, delta) under ``accountant`` (PLD or
-    RDP, via dp_accounting). That analysis is add/remove only, so a replace-one ledger is refused.
+    ``sample_rate = q``, ``count = K``) recorded with ``partition``. Under zero-out neighbours
+    (a record replaced by a null record, so N stays public) the clipped sum has l2 sensitivity
+    G, and sigma is the smallest noise multiplier that :func:`calibrate_dpsgd_noise` finds for
+    (epsilon, delta) under ``accountant`` (PLD or RDP, via dp_accounting's add/remove analysis,
+    which covers zero-out). N is used, so an add/remove ledger (where N is private) is refused,
+    and so is replace-one.
     The calibration covers this release alone: the ledger composes it with anything else
     recorded. ``n`` is treated as public (it fixes q, K and the normalisation q n), as in Opacus
     and TF Privacy; this is recorded as an assumption in ``ledger``. The trace's clip fractions
-    are non-private diagnostics.
+    are non-private diagnostics, returned only with ``diagnostics=True``.
 
     Defaults (each a function of public quantities only):
 
@@ -323,11 +347,13 @@ def dpsgd_linear(
             comes from the gradient clipping).
         epsilon, delta: the target guarantee of the DP-SGD release.
         rng: randomness for the sampling and the noise.
-        ledger: an add/remove or zero-out ledger.
+        ledger: a zero-out ledger.
         partition: disjoint data partition these rows form in ``ledger`` (None = all records).
         epochs: expected passes over the data (K = ceil(epochs / q)).
         sample_rate, clip_norm, learning_rate: q, G and eta (defaults above).
         accountant: "pld" or "rdp", used to calibrate sigma.
+        diagnostics: also return the non-private clip fractions (warns; recorded in the report as
+            a non-private release, see :func:`privopt.algorithms.result.release_diagnostics`).
 
     Returns:
         ``(w, trace, info)``: the tail average, a :class:`FitTrace` with one entry per step (clip
@@ -343,71 +369,49 @@ def dpsgd_linear(
     _check_private_args(rng, ledger)
     if accountant not in ("pld", "rdp"):
         raise ValueError(f"Expected accountant in ('pld', 'rdp'), got {accountant!r}.")
-    if ledger.neighbouring is Neighbouring.REPLACE_ONE:
+    if ledger.neighbouring is not Neighbouring.ZERO_OUT:
         raise ValueError(
-            "DP-SGD with Poisson sampling is analysed under add/remove-one neighbours "
-            "(dp_accounting); create the ledger with neighbouring 'add-remove' or 'zero-out', "
-            "not 'replace-one'."
+            "DP-SGD with Poisson sampling is accounted under zero-out neighbours (dp_accounting's "
+            "add/remove analysis, with N public: N sets q, the step count and the divisor); "
+            f"create the ledger with neighbouring 'zero-out', not {ledger.neighbouring.value!r}."
         )
-    n, d = Z.shape
+    n = Z.shape[0]
     # q, the number of steps and the normaliser q n are computed from a public size: the
-    # caller's ``public_n`` when the rows were assigned to this fit by independent draws (their
-    # realised count is then not public), else n itself.
+    # caller's ``public_n`` when the rows were assigned to this fit by independent draws, else n.
     n_public = n if public_n is None else check_positive("public_n", public_n)
-    q = (
-        min(1.0, DEFAULT_EXPECTED_BATCH / n_public)
-        if sample_rate is None
-        else check_sample_rate("sample_rate", sample_rate)
-    )
+    if sample_rate is None:
+        batches = PoissonSampling.from_epochs(
+            n_public, epochs=epochs, expected_batch=DEFAULT_EXPECTED_BATCH
+        )
+    else:
+        q = check_sample_rate("sample_rate", sample_rate)
+        batches = PoissonSampling(q, max(1, math.ceil(epochs / q - 1e-9)))
     G = R * T if clip_norm is None else check_positive("clip_norm", clip_norm)
     eta = 1.0 / R**2 if learning_rate is None else check_positive("learning_rate", learning_rate)
-    # the 1e-9 keeps a float quotient such as 3 / 0.1 = 30.000000000000004 from adding a step
-    steps = max(1, math.ceil(epochs / q - 1e-9))
-
-    sigma = calibrate_dpsgd_noise(epsilon, delta, q, steps, accountant)
-    ledger.record(
-        PoissonSampledGaussianEvent(
-            noise_multiplier=sigma, sample_rate=q, count=steps, label="dp-sgd steps"
-        ),
+    # paper config -> plan -> calibrate -> execute (the training core)
+    plan = TrainingPlan(
+        n, batches, G, neighbouring="zero-out", public_records=n_public, label="dp-sgd steps"
+    ).calibrate(epsilon, delta, accountant)
+    w, trace, info = execute(
+        plan,
+        "linear",
+        SGD(eta),
+        Z,
+        t,
+        rng=rng,
+        averaging="tail",
+        ledger=ledger,
         partition=partition,
+        diagnostics=diagnostics,
+        info={
+            "sample_rate": batches.sample_rate,
+            "epochs": epochs,
+            "expected_batch_size": plan.divisor,
+            "clip_norm": G,
+            "learning_rate": eta,
+            "accountant": accountant,
+            "epsilon": epsilon,
+            "delta": delta,
+        },
     )
-    ledger.assume("the number of records n is public (DP-SGD normalises by q n)")
-
-    expected_batch = q * n_public
-    sum_noise_std = sigma * G
-    row_norms = np.linalg.norm(Z, axis=1)
-    w = np.zeros(d)
-    tail_start = steps // 2
-    tail_sum = np.zeros(d)
-    fractions = np.zeros(steps)
-    for k in range(steps):
-        # Poisson sampling: independent Bernoulli(q) inclusions have the law "size ~ Bin(n, q),
-        # then a uniform subset of that size", which costs O(batch) instead of O(n).
-        batch = rng.choice(n, size=rng.binomial(n, q), replace=False)
-        zb = Z[batch]
-        r = zb @ w - t[batch]
-        factors = clip_factors(np.abs(r) * row_norms[batch], G)
-        if batch.size:
-            fractions[k] = np.count_nonzero(factors < 1.0) / batch.size
-        noisy_sum = zb.T @ (r * factors) + rng.normal(0.0, sum_noise_std, size=d)
-        w = w - eta * noisy_sum / expected_batch
-        if k >= tail_start:
-            tail_sum += w
-    trace = FitTrace(
-        clip_threshold=np.full(steps, G),
-        clip_fraction=fractions,
-        noise_std=np.full(steps, sum_noise_std / expected_batch),
-    )
-    info: dict[str, Any] = {
-        "sample_rate": q,
-        "steps": steps,
-        "epochs": epochs,
-        "expected_batch_size": expected_batch,
-        "noise_multiplier": sigma,
-        "clip_norm": G,
-        "learning_rate": eta,
-        "accountant": accountant,
-        "epsilon": epsilon,
-        "delta": delta,
-    }
-    return tail_sum / (steps - tail_start), trace, info
+    return w, trace, info

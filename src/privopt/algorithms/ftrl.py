@@ -26,24 +26,34 @@ is used (the paper's DP-FTRL does not use it either).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from privopt._validate import (
-    check_count,
-    check_design,
-    check_finite,
-    check_positive,
-    check_probability,
+from privopt._validate import check_count, check_design, check_positive, check_probability
+from privopt.accounting import GaussianEvent, zcdp_rho
+from privopt.noise import Mechanism, Participation, as_step_noise
+from privopt.training import (
+    SGD,
+    Averager,
+    FixedBatches,
+    TrainingPlan,
+    calibrate_noise_multiplier,
+    iterate,
+    run,
 )
-from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_epsilon, gdp_mu, zcdp_rho
-from privopt.algorithms.result import FitResult, FitTrace
-from privopt.clipping import clip_factors, row_norms
-from privopt.noise import Mechanism, NoiseStream, Participation, as_step_noise
+from privopt.training.gradients import (
+    FTRLModel,
+    GenericModel,
+    LinearRegressionModel,
+    LogisticRegressionModel,
+    as_model,
+    parameter_count,
+)
+from privopt.training.result import FitResult
 
 __all__ = [
     "FTRLModel",
@@ -55,73 +65,6 @@ __all__ = [
     "ftrl_participation",
     "noisy_ftrl",
 ]
-
-
-class FTRLModel:
-    """Per-example gradients of a loss; subclasses give closed forms where they exist."""
-
-    name = "model"
-
-    def clipped_gradient_sum(
-        self, w: np.ndarray, X: np.ndarray, y: np.ndarray, clip: float | None
-    ) -> tuple[np.ndarray, float]:
-        """(sum_i clip(grad_i), fraction clipped) over the batch; ``clip=None`` disables it."""
-        raise NotImplementedError
-
-
-class _ResidualModel(FTRLModel):
-    """Losses whose per-example gradient is r_i(w) x_i: norm |r_i| ||x_i||, no gradient matrix."""
-
-    def residuals(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
-        raise NotImplementedError
-
-    def clipped_gradient_sum(self, w, X, y, clip):
-        r = self.residuals(w, X, y)
-        if clip is None:
-            return X.T @ r, 0.0
-        factors = clip_factors(np.abs(r) * row_norms(X), clip)
-        return X.T @ (r * factors), float(np.mean(factors < 1.0)) if r.size else 0.0
-
-
-class LinearRegressionModel(_ResidualModel):
-    """Squared loss 1/2 (<x, w> - y)^2: gradient (<x, w> - y) x."""
-
-    name = "linear"
-
-    def residuals(self, w, X, y):
-        return X @ w - y
-
-
-class LogisticRegressionModel(_ResidualModel):
-    """Logistic loss with labels in {0, 1}: gradient (sigmoid(<x, w>) - y) x."""
-
-    name = "logistic"
-
-    def residuals(self, w, X, y):
-        z = X @ w
-        return np.exp(-np.logaddexp(0.0, -z)) - y  # sigmoid without overflow
-
-
-@dataclass(frozen=True)
-class GenericModel(FTRLModel):
-    """Any model given a per-example gradient function ``grad_fn(w, X, y) -> (b, p)`` array."""
-
-    grad_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
-    name: str = "generic"
-
-    def clipped_gradient_sum(self, w, X, y, clip):
-        grads = np.asarray(self.grad_fn(w, X, y), dtype=float)
-        if grads.ndim != 2 or grads.shape[0] != X.shape[0]:
-            raise ValueError(
-                f"grad_fn must return one gradient row per example, got shape {grads.shape}."
-            )
-        if clip is None:
-            return grads.sum(axis=0), 0.0
-        factors = clip_factors(row_norms(grads), clip)
-        return (grads * factors[:, None]).sum(axis=0), float(np.mean(factors < 1.0))
-
-
-_MODELS = {"linear": LinearRegressionModel, "logistic": LogisticRegressionModel}
 
 
 def ftrl_participation(n: int, batch_size: int, epochs: int) -> tuple[int, Participation]:
@@ -153,74 +96,21 @@ def calibrate_ftrl_noise(
     the tight conversion (the paper's Theorem 1.1 route; slightly more noise).
     """
     sensitivity = mechanism.sensitivity(steps, participation)
-    if calibration == "gdp":
-        sigma = sensitivity / gdp_mu(epsilon, delta)
-        # round toward privacy: the report's epsilon (GDP, inverted numerically) <= target
-        while gdp_epsilon(sensitivity / sigma, delta) > epsilon:
-            sigma *= 1.0 + 1e-12
+    if calibration == "gdp":  # the core's one calibration, on the unit-clip event
+        sigma = calibrate_noise_multiplier(
+            lambda s: GaussianEvent(sensitivity, s), epsilon, delta, "zero-out"
+        )
         return sigma, sensitivity
     if calibration == "zcdp":
         return sensitivity / math.sqrt(2.0 * zcdp_rho(epsilon, delta)), sensitivity
     raise ValueError(f"Expected calibration in ('gdp', 'zcdp'), got {calibration!r}.")
 
 
-def _learning_rate(schedule: float | Callable[[int], float], step: int) -> float:
-    value = schedule(step) if callable(schedule) else schedule
-    return check_positive("learning rate", value)
-
-
-def _loop(
-    model: FTRLModel,
-    X: np.ndarray,
-    y: np.ndarray,
-    batches: list[np.ndarray],
-    steps: int,
-    stream: NoiseStream,
-    clip: float | None,
-    learning_rate,
-    momentum: float,
-    regularizer_grad,
-    w0: np.ndarray,
-) -> tuple[np.ndarray, np.ndarray, list[float]]:
-    w = w0.copy()
-    velocity = np.zeros_like(w)
-    fractions = []
-    for step in range(steps):
-        batch = batches[step % len(batches)]
-        xb, yb = X[batch], y[batch]
-        total, fraction = model.clipped_gradient_sum(w, xb, yb, clip)
-        direction = (total + stream.next()) / batch.size
-        if regularizer_grad is not None:
-            direction = direction + regularizer_grad(w)
-        velocity = momentum * velocity + direction
-        w = w - _learning_rate(learning_rate, step) * velocity
-        fractions.append(fraction)
-    return w, velocity, fractions
-
-
-def _prepare(model, X, y, batch_size, epochs, rng, momentum):
-    if isinstance(model, str):
-        if model not in _MODELS:
-            raise ValueError(f"Expected model in {tuple(_MODELS)} or an FTRLModel, got {model!r}.")
-        model = _MODELS[model]()
-    if not isinstance(model, FTRLModel):
-        raise TypeError(f"Expected an FTRLModel, got {type(model).__name__}.")
+def _prepare(model, X, y, batch_size: int, epochs: int) -> tuple[FTRLModel, Any, Any]:
+    model = as_model(model)
     X, y = check_design(X, y)
-    momentum = check_finite("momentum", momentum)
-    if not 0.0 <= momentum < 1.0:
-        raise ValueError(f"Expected momentum in [0, 1), got {momentum!r}.")
-    steps, participation = ftrl_participation(X.shape[0], batch_size, epochs)
-    order = rng.permutation(X.shape[0])  # secret, fixed for all epochs
-    per_epoch = X.shape[0] // batch_size
-    batches = [np.sort(order[i * batch_size : (i + 1) * batch_size]) for i in range(per_epoch)]
-    return model, X, y, steps, participation, batches, momentum
-
-
-def _parameter_count(model: FTRLModel, X: np.ndarray, w0: np.ndarray | None) -> int:
-    """p: the features' count for the linear models; w0's length for a generic model."""
-    if isinstance(model, GenericModel) and w0 is not None:
-        return int(np.asarray(w0).size)
-    return X.shape[1]
+    ftrl_participation(X.shape[0], batch_size, epochs)  # validates the batch layout
+    return model, X, y
 
 
 def _initial_point(w0: np.ndarray | None, p: int) -> np.ndarray:
@@ -230,11 +120,6 @@ def _initial_point(w0: np.ndarray | None, p: int) -> np.ndarray:
     if not np.all(np.isfinite(start)):
         raise ValueError("w0 must be finite.")
     return start
-
-
-def _noise_stream(mechanism, p, std, rng, noise_seed, options) -> NoiseStream:
-    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
-    return mechanism.noise_stream(p, std, **source, **(options or {}))
 
 
 def dp_ftrl(
@@ -256,6 +141,7 @@ def dp_ftrl(
     calibration: str = "gdp",
     stream_options: dict[str, Any] | None = None,
     noise_seed: int | None = None,
+    diagnostics: bool = False,
 ) -> FitResult:
     """Train with DP-FTRL and return the last iterate, the privacy report and a trace.
 
@@ -275,69 +161,55 @@ def dp_ftrl(
         calibration: ``"gdp"`` (exact) or ``"zcdp"``.
         stream_options: passed to ``mechanism.noise_stream`` (e.g. ``{"mode": "regenerate"}``).
         noise_seed: key of the counter-based noise source (default: drawn from ``rng``); with it
-            the noise of step t is a pure function of (noise_seed, t), for reproducible runs.
+            the noise of step t is a pure function of (noise_seed, t), for reproducible runs;
+            anyone who knows it can subtract the noise, so it must stay secret.
+        diagnostics: also return the non-private per-step clip fractions (warns; recorded in
+            the report as a non-private release).
     """
     clip_norm = check_positive("clip_norm", clip_norm)
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
-    mechanism = as_step_noise(mechanism)  # a prefix-sum mechanism (tree) adds its increments
-    model, X, y, steps, participation, batches, momentum = _prepare(
-        model, X, y, batch_size, epochs, rng, momentum
-    )
-    sigma, unit_sensitivity = calibrate_ftrl_noise(
-        mechanism, steps, participation, epsilon, delta, calibration
-    )
-    # verify on the event actually recorded (both scaled by the clip norm): round toward privacy
-    while gdp_epsilon((clip_norm * unit_sensitivity) / (clip_norm * sigma), delta) > epsilon:
-        sigma *= 1.0 + 1e-12
-    ledger = PrivacyLedger("zero-out")
-    ledger.record(
-        GaussianEvent(
-            clip_norm * unit_sensitivity,
-            clip_norm * sigma,
-            label=f"correlated noise C G + W ({mechanism.name})",
-        )
-    )
-    ledger.assume(f"per-example gradients clipped to l2 norm {clip_norm:g}")
-    ledger.assume(
-        f"each record is in one batch per epoch: {participation.kind} participation"
-        + (
-            f" (k = {participation.participations}, min-separation {participation.min_sep})"
-            if participation.kind == "multiple"
-            else ""
-        )
-    )
-    p = _parameter_count(model, X, w0)
+    model, X, y = _prepare(model, X, y, batch_size, epochs)
+    p = parameter_count(model, X, w0)
     start = _initial_point(w0, p)
-    stream = _noise_stream(mechanism, p, clip_norm * sigma, rng, noise_seed, stream_options)
-    w, _, fractions = _loop(
+    update = SGD(learning_rate, momentum, regularizer_grad)
+    # paper config -> plan -> calibrate -> run
+    plan = TrainingPlan(
+        X.shape[0],
+        FixedBatches(batch_size, epochs),
+        clip_norm,
+        mechanism=mechanism,
+        neighbouring="zero-out",
+        label="correlated noise C G + W",
+    )
+    if calibration == "gdp":
+        plan = plan.calibrate(epsilon, delta)
+    else:  # the paper's zCDP route (slightly more noise), then the plan's own event
+        sigma, _ = calibrate_ftrl_noise(
+            plan.mechanism, plan.steps, plan.participation, epsilon, delta, calibration
+        )
+        plan = dataclasses.replace(plan, noise_multiplier=sigma)
+    per_epoch = X.shape[0] // batch_size
+    fit = run(
+        plan,
         model,
+        update,
         X,
         y,
-        batches,
-        steps,
-        stream,
-        clip_norm,
-        learning_rate,
-        momentum,
-        regularizer_grad,
-        start,
+        rng=rng,
+        delta=delta,
+        w0=start,
+        noise_seed=noise_seed,
+        stream_options=stream_options,
+        diagnostics=diagnostics,
+        method="dp-ftrl",
+        info={
+            "unit_sensitivity": plan.mechanism.sensitivity(plan.steps, plan.participation),
+            "participation": plan.participation,
+            "unused_rows": X.shape[0] - per_epoch * batch_size,
+        },
     )
-    trace = FitTrace(
-        clip_threshold=np.full(steps, clip_norm),
-        clip_fraction=np.asarray(fractions),
-        noise_std=np.full(steps, clip_norm * sigma / batch_size),
-    )
-    info = {
-        "noise_multiplier": sigma,
-        "unit_sensitivity": unit_sensitivity,
-        "steps": steps,
-        "participation": participation,
-        "mechanism": mechanism.name,
-        "model": model.name,
-        "unused_rows": X.shape[0] - len(batches) * batch_size,
-    }
-    return FitResult(w, 0.0, ledger.report(delta), trace, "dp-ftrl", info)
+    return fit
 
 
 def noisy_ftrl(
@@ -362,23 +234,17 @@ def noisy_ftrl(
     but gradients are not clipped, so no privacy guarantee holds; used to study F_inf.
     """
     noise_std = check_positive("noise_std", noise_std)
-    model, X, y, steps, _, batches, momentum = _prepare(
-        model, X, y, batch_size, epochs, rng, momentum
-    )
-    p = _parameter_count(model, X, w0)
+    model, X, y = _prepare(model, X, y, batch_size, epochs)
+    batches = FixedBatches(batch_size, epochs)
+    schedule = batches.schedule(X.shape[0], rng)
+    steps = batches.steps(X.shape[0])
+    p = parameter_count(model, X, w0)
     start = _initial_point(w0, p)
-    stream = _noise_stream(as_step_noise(mechanism), p, noise_std, rng, noise_seed, None)
-    w, _, _ = _loop(
-        model,
-        X,
-        y,
-        batches,
-        steps,
-        stream,
-        None,
-        learning_rate,
-        momentum,
-        regularizer_grad,
+    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
+    stream = as_step_noise(mechanism).noise_stream(p, noise_std, **source)
+    update = SGD(learning_rate, momentum, regularizer_grad)
+    w, _ = iterate(
+        model, X, y, schedule, steps, stream, None, batch_size, update, Averager("last", steps, p),
         start,
-    )
+    )  # fmt: skip
     return w

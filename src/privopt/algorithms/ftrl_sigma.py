@@ -23,10 +23,36 @@ mu = 2 sqrt(k) / tau (replace-one), and tau is calibrated from the exact GDP con
 the factor 2 of replace-one (its guarantee is about epsilon = 1.4 at a target of 1): it is offered
 as ``calibration="paper"`` for reproduction, and the report states the epsilon it really gives.
 Private residual estimates run on estimating rows disjoint from the training rows (a separate set,
-or a secret random half of the training data, so N -> N/2): parallel composition, each part
-spending the full (epsilon, delta). Their K calls are (eps~, delta~)-DP each with Theorem 4.1's
-eps~ = epsilon / sqrt(8 K log(2/delta)), delta~ = delta / (2K), composed exactly by the ledger.
-Σ, C, eta and the thresholds' public inputs must not depend on the private data.
+or a secret random split of the training data, by default half: N -> N/2): parallel composition,
+each part spending the full (epsilon, delta). Their K calls are (eps~, delta~)-DP each with
+Theorem 4.1's eps~ = epsilon / sqrt(8 K log(2/delta)), delta~ = delta / (2K), composed exactly by
+the ledger. Σ, C, eta and the thresholds' public inputs must not depend on the private data.
+
+Where the thresholds come from (``residual``). psi_t = C l_t sets both the clipping and, through
+psi_max, the noise scale of every tree node, so l_t is a release about the estimating rows.
+
+* ``"auto"`` (the default): option 1 (``"public"``) when the caller passes ``estimating_data``,
+  declaring those rows public (the report says so); otherwise option 2 (``"private"``, the
+  stability histogram, charged on the ``"estimating"`` partition) on a secret random split of
+  the training rows. Option 2 needs many rows (``rows_needed``: tens of thousands at
+  epsilon = 1); too few raise ``ValueError`` before any private row is read.
+* ``"public"`` without ``estimating_data`` is refused. It used to be the default and ran option 1
+  (a noiseless mean of squared residuals) on a secret half of the private training rows: one
+  outlier row moved the clip threshold and the noise scale with no noise at all, and an audit at
+  a claimed epsilon = 1 measured a lower bound of 3.5 to 4.1 (issue 12).
+* ``"fixed"``: a public ``threshold``.
+
+Every threshold is checked: ``threshold``, ``clip_constant`` and ``residual_fallback`` must be
+finite and > 0, and :func:`ftrl_sigma_pass` refuses any psi_t that is not (a negative psi made
+the node noise tau max(0, psi) = 0, a NaN disabled the clipping, +inf gave NaN noise, all with a
+report saying epsilon = 1); +inf, no clipping, is allowed only with tau = 0 (the non-private SGD
+reduction). Clipping uses :func:`privopt.clipping.clip_factors` on the scalar Mahalanobis norm,
+so the clipped norm never exceeds psi_t by rounding.
+
+Diagnostics. Which steps were clipped (``trace.clip_fraction``, ``info["clipped_fraction"]``) is
+computed from the private rows without noise, one record per step: it is returned only with
+``diagnostics=True`` (warned, and listed in the report as released without privacy). The
+thresholds and noise stds in the trace are public or privately estimated.
 """
 
 from __future__ import annotations
@@ -45,8 +71,9 @@ from privopt.accounting import (
     PrivacyLedger,
     calibrate_gaussian_sigma,
 )
-from privopt.algorithms.result import FitResult, FitTrace
-from privopt.clipping.residual_estimate import per_call_budget, residual_estimate
+from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
+from privopt.clipping import clip_factors
+from privopt.clipping.residual_estimate import per_call_budget, residual_estimate, rows_needed
 from privopt.noise import CovarianceOperator, IdentityCovariance, PrefixSumTree
 
 __all__ = [
@@ -57,7 +84,7 @@ __all__ = [
     "public_clip_constant",
 ]
 
-RESIDUAL_OPTIONS = ("public", "private", "fixed")
+RESIDUAL_OPTIONS = ("auto", "public", "private", "fixed")
 NEIGHBOURING = ("replace-one", "zero-out")
 
 
@@ -116,6 +143,40 @@ def public_clip_constant(public_X: np.ndarray, covariance: Any) -> float:
     return float(norms.max())
 
 
+def _check_threshold(t: int, psi: float, tau: float) -> float:
+    """psi_t from the threshold rule: finite and > 0 (+inf only when tau = 0, no noise)."""
+    if psi > 0 and (math.isfinite(psi) or (tau == 0.0 and psi == math.inf)):
+        return psi
+    raise ValueError(
+        f"The threshold rule returned psi_{t} = {psi!r}; expected a finite psi > 0 (a zero, "
+        "negative, NaN or infinite threshold removes the noise or the clipping; +inf is "
+        "allowed only with tau = 0, the non-private SGD reduction). DP-FTRL-Σ diverged if the "
+        "thresholds are estimated: use a smaller learning_rate."
+    )
+
+
+def _clip_coefficient(residual: float, inv_norm: float, psi: float) -> tuple[float, bool]:
+    """(c, clipped) with c x = CLIP(residual x, psi, Σ), so |c| ||x||_{Σ^-1} <= psi exactly.
+
+    The per-example gradient is residual x, of Mahalanobis norm |residual| ||x||_{Σ^-1}: the
+    factor comes from :func:`privopt.clipping.clip_factors` on that scalar norm (it never
+    overshoots psi by rounding), and the coefficient c = residual * factor is stepped towards 0
+    if the product rounds back above psi. Norms at or below psi pass unchanged (c = residual).
+    """
+    norm = abs(residual) * inv_norm
+    if not math.isfinite(norm):
+        raise ValueError(
+            "DP-FTRL-Σ diverged: a non-finite residual (the iterates overflowed); use a "
+            "smaller learning_rate."
+        )
+    if not norm > psi:
+        return residual, False
+    coefficient = residual * float(clip_factors(np.array([norm]), psi)[0])
+    while abs(coefficient) * inv_norm > psi:
+        coefficient = math.nextafter(coefficient, 0.0)
+    return coefficient, True
+
+
 def ftrl_sigma_pass(
     X: np.ndarray,
     y: np.ndarray,
@@ -128,17 +189,21 @@ def ftrl_sigma_pass(
 ) -> FTRLSigmaPass:
     """The noisy pass of Algorithm 1 given tau and a threshold rule (no accounting).
 
-    ``threshold(t, w) -> psi_t`` supplies the clipping level (C l_t); ``math.inf`` disables
-    clipping. With tau = 0 and no clipping the pass is exactly constant-step SGD
+    ``threshold(t, w) -> psi_t`` supplies the clipping level (C l_t); every psi_t must be finite
+    and > 0 (``ValueError`` otherwise: a zero or negative psi would zero the node noise
+    tau max(psi), a NaN would disable the clipping). ``math.inf`` disables clipping and is
+    accepted only with tau = 0: then the pass adds no noise and is exactly constant-step SGD
     w_{t+1} = w_t - eta g_t (line 9 with no noise), the reduction the paper states.
     """
     X = _as_float_rows(X)
     y = np.asarray(y, dtype=float)
     n, d = X.shape
-    tau = float(tau)
+    tau = _as_real_arg("tau", tau)
     if not (tau >= 0 and math.isfinite(tau)):
         raise ValueError(f"Expected a finite tau >= 0, got {tau!r}.")
     eta = check_positive("learning_rate", learning_rate)
+    if not callable(threshold):
+        raise ValueError(f"threshold must be a rule (t, w) -> psi_t, got {threshold!r}.")
     covariance = covariance or IdentityCovariance(d)
     inv_norms = np.asarray(covariance.inv_norm(X), dtype=float)  # ||x_t||_{Σ^-1}, once per row
     tree = PrefixSumTree(d, rng, None if isinstance(covariance, IdentityCovariance) else covariance)
@@ -149,18 +214,22 @@ def ftrl_sigma_pass(
     psi_max = 0.0
     for t in range(n):
         total += w
-        psi = float(threshold(t, w))
+        psi = _check_threshold(t, _as_real_arg("threshold", threshold(t, w)), tau)
         psi_max = max(psi_max, psi)
         thresholds[t] = psi
         residual = float(X[t] @ w - y[t])
-        norm = abs(residual) * inv_norms[t]
-        factor = 1.0
-        if norm > psi:
-            factor = psi / norm
-            clipped[t] = True
-        noisy_prefix = tree.add((residual * factor) * X[t], tau * psi_max)
+        coefficient, clipped[t] = _clip_coefficient(residual, float(inv_norms[t]), psi)
+        std = tau * psi_max if tau > 0 else 0.0  # tau = 0: no noise (not 0 * inf = NaN)
+        noisy_prefix = tree.add(coefficient * X[t], std)
         w = -eta * noisy_prefix
     return FTRLSigmaPass(total / n, w, thresholds, clipped)
+
+
+def _as_real_arg(name: str, value: Any) -> float:
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        raise ValueError(f"Expected {name} to be a real number, got {value!r}.") from None
 
 
 def _as_float_rows(X) -> np.ndarray:
@@ -174,19 +243,57 @@ def _all_finite(X: np.ndarray, rows: int = 256) -> bool:
     return all(np.isfinite(X[i : i + rows]).all() for i in range(0, X.shape[0], rows))
 
 
-def _split(X, y, estimating_data, rng):
-    if estimating_data is not None:
+def _resolve_residual(residual: str, estimating_data) -> str:
+    """The RESIDUALEST option actually used; refuses option 1 on private training rows."""
+    if residual not in RESIDUAL_OPTIONS:
+        raise ValueError(f"Expected residual in {RESIDUAL_OPTIONS}, got {residual!r}.")
+    if residual == "auto":
+        return "public" if estimating_data is not None else "private"
+    if residual == "public" and estimating_data is None:
+        raise ValueError(
+            "residual='public' (RESIDUALEST option 1, no noise) needs public labeled rows in "
+            "estimating_data: without estimating_data it would run on a split of the private "
+            "training rows and release their residual level without noise. Pass public "
+            "estimating_data, or residual='private' (or 'auto', the default) to estimate "
+            "privately on a secret split of the training rows."
+        )
+    return residual
+
+
+def _external_estimating_rows(X, estimating_data) -> tuple[np.ndarray, np.ndarray]:
+    try:
         X_est, y_est = (np.asarray(a, dtype=float) for a in estimating_data)
-        if X_est.ndim != 2 or X_est.shape[1] != X.shape[1] or y_est.shape != (X_est.shape[0],):
-            raise ValueError(
-                f"estimating_data must be (X_est, y_est) with {X.shape[1]} columns and one "
-                "target per row."
-            )
-        return X, y, X_est, y_est, False
-    order = rng.permutation(X.shape[0])  # secret, data-independent split: N -> N / 2
-    half = X.shape[0] // 2
-    train, est = order[:half], order[half:]
-    return X[train], y[train], X[est], y[est], True
+    except (TypeError, ValueError):
+        raise ValueError("estimating_data must be a pair (X_est, y_est) of arrays.") from None
+    if X_est.ndim != 2 or X_est.shape[1] != X.shape[1] or y_est.shape != (X_est.shape[0],):
+        raise ValueError(
+            f"estimating_data must be (X_est, y_est) with {X.shape[1]} columns and one "
+            "target per row."
+        )
+    return X_est, y_est
+
+
+def _split_sizes(total: int, estimating_rows: int | None) -> tuple[int, int]:
+    """(training rows, estimating rows) of the secret split; public (from N and the arguments)."""
+    m = total - total // 2 if estimating_rows is None else estimating_rows
+    if not 1 <= m <= total - 1:
+        raise ValueError(
+            f"Expected 1 <= estimating_rows <= N - 1 = {total - 1} (N = {total} training rows), "
+            f"got {m}."
+        )
+    return total - m, m
+
+
+def _secret_split(X, y, estimating_rows: int, rng):
+    """A secret, data-independent split: a uniformly random set of rows estimates, the rest train.
+
+    Only sizes are public; which rows went where is not released (the permutation is drawn from
+    ``rng`` and used for nothing else).
+    """
+    order = rng.permutation(X.shape[0])
+    n = X.shape[0] - estimating_rows
+    train, est = order[:n], order[n:]
+    return X[train], y[train], X[est], y[est]
 
 
 def dp_ftrl_sigma(
@@ -199,7 +306,7 @@ def dp_ftrl_sigma(
     rng: np.random.Generator,
     covariance: Any = None,
     clip_constant: float | None = None,
-    residual: str = "public",
+    residual: str = "auto",
     estimating_data: tuple[np.ndarray, np.ndarray] | None = None,
     threshold: float | None = None,
     residual_every: int = 1,
@@ -209,37 +316,80 @@ def dp_ftrl_sigma(
     calibration: str = "exact",
     ledger: PrivacyLedger | None = None,
     partition: Hashable | None = None,
+    estimating_rows: int | None = None,
+    diagnostics: bool = False,
 ) -> FitResult:
     """Private over-parameterised linear regression by DP-FTRL-Σ (seed 003, Algorithm 1).
+
+    Privacy: every use of the private rows ``X, y`` is charged. By default (``residual="auto"``
+    without ``estimating_data``) the clipping thresholds come from RESIDUALEST option 2 (the
+    private stability histogram, recorded in the report) on a secret random split of the
+    training rows; option 1 (``"public"``, no noise) is used only on rows the caller passes as
+    ``estimating_data`` and thereby declares public (the report states it). Option 1 on a split
+    of the private rows (the previous default) released their residual level, hence the clip
+    threshold and the noise scale, without noise; it is refused. Diagnostics computed from the
+    private rows without noise (which records were clipped) are released only with
+    ``diagnostics=True``.
 
     Args:
         X, y: private training rows (the model has no intercept; centre beforehand with public
             knowledge).
         epsilon, delta: the target (the tree; private residual estimates on disjoint estimating
             rows spend the same budget in parallel).
-        learning_rate: eta (public).
+        learning_rate: eta > 0 (public).
         rng: randomness of the split, the tree noise and the histograms.
         covariance: Σ (``privopt.noise`` covariance operator; default identity). Must be public
             (e.g. :class:`~privopt.noise.LowRankPlusRidgeCovariance` from public unlabeled rows).
-        clip_constant: C (public); default from ``public_X`` by :func:`public_clip_constant`.
-        residual: ``"public"`` (RESIDUALEST option 1 on public labeled estimating rows, no
-            cost), ``"private"`` (option 2, charged), or ``"fixed"`` (psi_t = ``threshold``).
-        estimating_data: (X_est, y_est); None splits the training rows in half (secretly).
+        clip_constant: C > 0, finite (public); default from ``public_X`` by
+            :func:`public_clip_constant`.
+        residual: how l_t is estimated. ``"auto"`` (default): ``"public"`` if ``estimating_data``
+            is given, else ``"private"`` on a secret split of ``X, y``. ``"public"``:
+            RESIDUALEST option 1 on the public labeled rows ``estimating_data`` (no noise, no
+            cost; ``ValueError`` without ``estimating_data``). ``"private"``: option 2
+            (charged) on ``estimating_data`` or, without it, on a secret split of ``X, y``.
+            ``"fixed"``: psi_t = ``threshold`` (public).
+        estimating_data: (X_est, y_est), rows disjoint from ``X, y``. With ``"auto"`` or
+            ``"public"`` the caller asserts that they are public: they are used without noise.
+        threshold: the public psi of ``residual="fixed"``, finite and > 0.
         residual_every: re-estimate l_t every this many steps (fewer calls: less privacy cost
             and time; l is kept in between).
-        residual_fallback: public level used by option 2 when every bin is suppressed before any
-            estimate exists (later, the previous estimate).
+        residual_fallback: public level (finite, > 0) used by option 2 when every bin is
+            suppressed before any estimate exists (later, the previous estimate).
         public_X: public unlabeled rows (for the default C).
         neighbouring: ``"replace-one"`` (the paper's) or ``"zero-out"``.
         calibration: ``"exact"`` (GDP, private) or ``"paper"`` (Theorem 4.1's tau; the report
             shows its true epsilon).
         ledger, partition: record into this ledger (else a new one) under this label.
+        estimating_rows: size of the secret split given to option 2 when the estimating rows
+            come from ``X, y`` (public; default ceil(N/2), the paper's N -> N/2). Option 2 needs
+            many rows (:func:`~privopt.clipping.residual_estimate.rows_needed`: tens of
+            thousands at epsilon = 1), so small data sets need public ``estimating_data`` or
+            ``residual="fixed"``; the ``ValueError`` gives the number.
+        diagnostics: also return the non-private per-step clip indicators (``trace.
+            clip_fraction``, ``info["clipped_fraction"]``); warns and records them in the
+            report as a release without privacy.
     """
     check_positive("epsilon", epsilon)
     check_probability("delta", delta)
-    if residual not in RESIDUAL_OPTIONS:
-        raise ValueError(f"Expected residual in {RESIDUAL_OPTIONS}, got {residual!r}.")
+    learning_rate = check_positive("learning_rate", learning_rate)
+    kind = _resolve_residual(residual, estimating_data)
     residual_every = check_count("residual_every", residual_every)
+    residual_fallback = check_positive("residual_fallback", residual_fallback)
+    if clip_constant is not None:
+        clip_constant = check_positive("clip_constant", clip_constant)
+    if threshold is not None:
+        threshold = check_positive("threshold", threshold)
+    if kind == "fixed" and threshold is None:
+        raise ValueError("residual='fixed' needs a public threshold psi.")
+    split = kind == "private" and estimating_data is None
+    if estimating_rows is not None:
+        if not split:
+            raise ValueError(
+                "estimating_rows sizes the secret split of the training rows; it applies only "
+                "to private residual estimates without estimating_data."
+            )
+        estimating_rows = check_count("estimating_rows", estimating_rows)
+    _unit_sensitivity(neighbouring)
     X = _as_float_rows(X)
     y = np.asarray(y, dtype=float)
     if X.ndim != 2 or y.shape != (X.shape[0],) or X.shape[0] < 2:
@@ -256,14 +406,14 @@ def dp_ftrl_sigma(
         raise ValueError(
             f"The covariance has dimension {covariance.dim} but X has {X.shape[1]} columns."
         )
-    if residual == "fixed":
-        if threshold is None:
-            raise ValueError("residual='fixed' needs a public threshold psi.")
-        X_train, y_train, X_est, y_est, was_split = X, y, None, None, False
+    X_est = y_est = None
+    if kind != "fixed" and not split:
+        X_est, y_est = _external_estimating_rows(X, estimating_data)
+    if split:
+        n, m = _split_sizes(X.shape[0], estimating_rows)
     else:
-        X_train, y_train, X_est, y_est, was_split = _split(X, y, estimating_data, rng)
-    n = X_train.shape[0]
-    if clip_constant is None and residual != "fixed":
+        n, m = X.shape[0], (0 if X_est is None else X_est.shape[0])
+    if clip_constant is None and kind != "fixed":
         if public_X is None:
             raise ValueError("Give clip_constant C, or public_X to derive it from public rows.")
         public_X = np.asarray(public_X, dtype=float)
@@ -271,22 +421,47 @@ def dp_ftrl_sigma(
             raise ValueError(
                 f"public_X must have {X.shape[1]} columns like X; got shape {public_X.shape}."
             )
-        clip_constant = public_clip_constant(public_X, covariance)
+        derived = public_clip_constant(public_X, covariance)
+        if not (math.isfinite(derived) and derived > 0):
+            raise ValueError(
+                f"The clip_constant C derived from public_X is {derived!r}; expected a finite "
+                "C > 0 (public_X must be finite with a non-zero row). Give clip_constant."
+            )
+        clip_constant = derived
     sensitivity = _unit_sensitivity(neighbouring) * math.sqrt(PrefixSumTree.levels(n))
     tau = calibrate_ftrl_sigma_tau(epsilon, delta, n, neighbouring, calibration)
 
-    calls = math.ceil(n / residual_every) if residual != "fixed" else 0
+    calls = math.ceil(n / residual_every) if kind != "fixed" else 0
     scratch = PrivacyLedger(neighbouring)
     eps_call, delta_call = per_call_budget(epsilon, delta, max(calls, 1))
+    if kind == "private":  # public sizes only: fail before any private row is read
+        needed = rows_needed("private", horizon=n, epsilon=eps_call, delta=delta_call)
+        if m < needed:
+            source = (
+                f"the secret split of the N = {X.shape[0]} training rows gives {m}"
+                if split
+                else f"estimating_data has {m}"
+            )
+            raise ValueError(
+                f"Private residual estimates (RESIDUALEST option 2, {calls} calls at "
+                f"epsilon={epsilon:g}, delta={delta:g}) need at least {needed} estimating rows; "
+                f"{source}. Pass more rows (estimating_rows, estimating_data), a larger "
+                "residual_every (fewer calls), public labeled rows as estimating_data "
+                "(residual='public'), or residual='fixed' with a public threshold."
+            )
+    if split:
+        X_train, y_train, X_est, y_est = _secret_split(X, y, m, rng)
+    else:
+        X_train, y_train = X, y
     state = {"level": None, "calls": 0}
 
     def threshold_rule(t: int, w: np.ndarray) -> float:
-        if residual == "fixed":
-            return float(threshold)
+        if kind == "fixed":
+            return threshold
         if t % residual_every == 0:
             fallback = state["level"] if state["level"] is not None else residual_fallback
             kwargs: dict[str, Any] = {"horizon": n}
-            if residual == "private":
+            if kind == "private":
                 kwargs.update(
                     epsilon=eps_call,
                     delta=delta_call,
@@ -328,46 +503,61 @@ def dp_ftrl_sigma(
         ),
         partition=partition if partition is not None else ("training" if calls else None),
     )
-    if residual == "private":
+    if kind == "private":
         ledger.record(
             ApproxDPEvent(
                 eps_call, delta_call, count=state["calls"], label="RESIDUALEST stability histograms"
             ),
             partition="estimating",
         )
+    if kind == "fixed":
+        source = "a fixed public threshold psi"
+    elif split:
+        source = (
+            f"private residual estimates (RESIDUALEST option 2) on a secret random split of the "
+            f"training rows ({m} of N = {X.shape[0]} rows estimate, the other {n} train)"
+        )
+    else:
+        source = f"{kind} residual estimates on the {m} estimating_data rows"
     for text in (
         "the number of training rows N is public",
         f"per-example gradients clipped in the Σ^-1 norm at psi_t = C l_t (C = "
         f"{clip_constant if clip_constant is not None else float('nan'):.4g}); the same Σ shapes "
         "the noise; Σ, C and eta are public",
-        f"thresholds from {residual} residual estimates"
-        + (" on a secret random half of the training rows (N -> N/2)" if was_split else ""),
+        f"thresholds from {source}",
         f"tau = {tau:.6g} ({calibration} calibration)",
     ):
         ledger.assume(text)
-    if residual == "public":
-        ledger.assume("the estimating rows are public (RESIDUALEST option 1 costs nothing)")
-    report = ledger.report(delta)
+    if kind == "public":
+        ledger.assume(
+            "the estimating_data rows are public: RESIDUALEST option 1 uses them without noise "
+            "(no cost), so they are not protected by this guarantee"
+        )
+    if kind == "private" and not split:
+        ledger.assume("the estimating_data rows are disjoint from the training rows")
     trace = FitTrace(
         clip_threshold=run.thresholds,
         clip_fraction=run.clipped.astype(float),
         noise_std=np.maximum.accumulate(run.thresholds) * tau,
     )
+    info = {
+        "tau": tau,
+        "levels": PrefixSumTree.levels(n),
+        "sensitivity": sensitivity,
+        "clip_constant": clip_constant,
+        "residual": kind,
+        "residual_calls": state["calls"],
+        "training_rows": n,
+        "estimating_rows": m,
+        "clipped_fraction": float(run.clipped.mean()),
+        "last": run.last,
+    }
+    trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
     return FitResult(
         coef=run.average,
         intercept=0.0,
-        report=report,
+        report=ledger.report(delta),
         trace=trace,
         method="dp-ftrl-sigma",
-        info={
-            "tau": tau,
-            "levels": PrefixSumTree.levels(n),
-            "sensitivity": sensitivity,
-            "clip_constant": clip_constant,
-            "residual": residual,
-            "residual_calls": state["calls"],
-            "training_rows": n,
-            "clipped_fraction": float(run.clipped.mean()),
-            "last": run.last,
-        },
+        info=info,
     )

@@ -43,7 +43,7 @@ from privopt.accounting import (
 from privopt.accounting._search import feasible_boundary
 from privopt.algorithms.holder_problem import HolderProblem
 from privopt.algorithms.projected_sgd import projected_sgd
-from privopt.algorithms.result import FitResult, FitTrace
+from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.losses import LinearLoss
 
 __all__ = [
@@ -175,6 +175,7 @@ def dp_sgd_gradient(
     gradient_bound: str = "tight",
     ledger: PrivacyLedger | None = None,
     partition: Hashable | None = None,
+    diagnostics: bool = False,
 ) -> FitResult:
     """Private linear model by noisy projected SGD (seed 002, Algorithm 2).
 
@@ -190,6 +191,8 @@ def dp_sgd_gradient(
         gradient_bound: ``"tight"`` (sup of the gradient norm over the ball, notes §5) or
             ``"paper"`` (M + L R^alpha); both are valid, the tight one is never larger.
         ledger, partition: record into this replace-one ledger under this partition label.
+        diagnostics: also return the non-private ``max_visits`` of the secret index sequence
+            (warns; recorded in the report as a non-private release).
     """
     if radius is None:
         raise ValueError(
@@ -270,14 +273,9 @@ def dp_sgd_gradient(
     )
     rdp_note = "" if rdp_sigma is None else f"; RDP sigma = {rdp_sigma:.6g}"
     ledger.assume(f"accounting used: {used}; {paper_note}{rdp_note}")
-    report = ledger.report(delta)
-    return FitResult(
-        coef=run.average,
-        intercept=0.0,
-        report=report,
-        trace=FitTrace.empty(),
-        method="dp-sgd-gradient",
-        info={
+    trace, info = release_diagnostics(
+        FitTrace.empty(),
+        {
             "sigma": sigma,
             "accounting": "paper" if use_paper else "rdp",
             "paper_sigma": None if paper is None else paper.sigma,
@@ -293,4 +291,14 @@ def dp_sgd_gradient(
             "loss": problem.loss.name,
             "max_visits": int(run.visits.max()),
         },
+        diagnostics=diagnostics,
+        ledger=ledger,
+    )
+    return FitResult(
+        coef=run.average,
+        intercept=0.0,
+        report=ledger.report(delta),  # the whole ledger's claim (it may hold other partitions)
+        trace=trace,
+        method="dp-sgd-gradient",
+        info=info,
     )

@@ -35,8 +35,9 @@ from privopt.accounting import (
 from privopt.algorithms.holder_problem import HolderProblem
 from privopt.algorithms.holder_stability import uas_bound
 from privopt.algorithms.projected_sgd import projected_sgd
-from privopt.algorithms.result import FitResult, FitTrace
+from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.losses import LinearLoss
+from privopt.noise.rng import gaussian_noise
 
 __all__ = ["dp_sgd_output"]
 
@@ -56,6 +57,7 @@ def dp_sgd_output(
     radius: float | None = None,
     ledger: PrivacyLedger | None = None,
     partition: Hashable | None = None,
+    diagnostics: bool = False,
 ) -> FitResult:
     """Private linear model by output perturbation of averaged SGD (seed 002, Algorithm 1).
 
@@ -72,6 +74,8 @@ def dp_sgd_output(
             so regression losses need ``y_bound``).
         ledger, partition: record into this replace-one ledger (e.g. next to private
             preprocessing on disjoint records) under this partition label; default: a new one.
+        diagnostics: also return the non-private ``max_visits`` of the secret index sequence
+            (warns; recorded in the report as a non-private release).
 
     Returns:
         A :class:`FitResult` whose report states the replace-one relation, the stability bound
@@ -100,7 +104,7 @@ def dp_sgd_output(
     run = projected_sgd(
         problem.X, problem.y, problem.loss, eta=eta, steps=steps, rng=rng, radius=radius
     )
-    coef = run.average + sigma * rng.standard_normal(run.average.shape[0])
+    coef = run.average + gaussian_noise(rng, sigma, run.average.shape[0])
 
     ledger = problem.ledger(ledger)
     ledger.record(
@@ -117,13 +121,9 @@ def dp_sgd_output(
         f"Theorem 7 stability of projected SGD: Delta = {sensitivity:.6g} with probability "
         f">= 1 - delta/2 over the index sequence (eta = {eta:g} < min(1, 1/L), T = {steps})"
     )
-    return FitResult(
-        coef=coef,
-        intercept=0.0,
-        report=ledger.report(delta),  # the whole ledger's claim (it may hold other partitions)
-        trace=FitTrace.empty(),
-        method="dp-sgd-output",
-        info={
+    trace, info = release_diagnostics(
+        FitTrace.empty(),
+        {
             "sensitivity": sensitivity,
             "sigma": sigma,
             "classical_sigma": classical,
@@ -138,4 +138,14 @@ def dp_sgd_output(
             "L": constants.L,
             "max_visits": int(run.visits.max()),
         },
+        diagnostics=diagnostics,
+        ledger=ledger,
+    )
+    return FitResult(
+        coef=coef,
+        intercept=0.0,
+        report=ledger.report(delta),  # the whole ledger's claim (it may hold other partitions)
+        trace=trace,
+        method="dp-sgd-output",
+        info=info,
     )

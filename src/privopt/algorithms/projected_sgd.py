@@ -23,6 +23,7 @@ import numpy as np
 
 from privopt._validate import check_count, check_nonnegative, check_positive
 from privopt.losses import LinearLoss
+from privopt.noise.rng import gaussian_noise
 
 __all__ = ["SGDRun", "projected_sgd"]
 
@@ -98,7 +99,7 @@ def projected_sgd(
         size = min(_CHUNK, steps - start)
         chunk = indices[start : start + size] if indices is not None else rng.integers(0, n, size)
         np.add.at(visits, chunk, 1)
-        noise = noise_rng.standard_normal((size, d)) * (eta * noise_std) if noise_std > 0 else None
+        noise = gaussian_noise(noise_rng, eta * noise_std, (size, d)) if noise_std > 0 else None
         for k, i in enumerate(chunk.tolist()):
             total += w  # w_t enters the average before the update (w_1 = 0 included)
             x = X[i]

@@ -98,10 +98,11 @@ from privopt.accounting import (
     gaussian_delta,
     gdp_epsilon,
 )
-from privopt.algorithms.result import FitResult, FitTrace
+from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.clipping import clip_factors, row_norms
 from privopt.losses import LinearLoss, get_loss
 from privopt.noise import TreeAggregation
+from privopt.noise.rng import gaussian_noise
 
 __all__ = [
     "SRGDParameters",
@@ -648,6 +649,7 @@ def accelerated_dp_srgd(
     partition: Hashable | None = None,
     noise: bool = True,
     callback: Callable[[SRGDStep], None] | None = None,
+    diagnostics: bool = False,
 ) -> FitResult:
     r"""Accelerated-DP-SRGD (seed 004, Algorithm 1): one pass, T batch steps, output ``y_T``.
 
@@ -670,15 +672,18 @@ def accelerated_dp_srgd(
         ledger, partition: record into this zero-out (or replace-one) ledger under this label.
         noise: **testing only**. ``False`` adds no noise: the run is NOT private, its report
             says epsilon = inf, and a ledger is refused.
-        callback: called with an :class:`SRGDStep` after every step.
+        callback: called with an :class:`SRGDStep` after every step (it sees non-private
+            per-step values: what it does with them is the caller's release).
+        diagnostics: also return the non-private clip fractions, ``max_norm`` and
+            ``noise_norm`` (warns; recorded in the report as non-private releases).
 
     Returns:
-        :class:`FitResult` with ``coef = y_T``, the report, a trace (per-step clip threshold and
-        fraction, std of the noise on ``nabla_t``, extra ``max_norm`` and ``noise_norm``: the
-        largest unclipped per-example norm, a non-private diagnostic like the clip fraction, and
-        ``||zeta_t||``) and ``info`` with every parameter, the paper's classical sigmas and
-        their exact delta at epsilon, ``batch_assignment`` (batch of each record, -1 = dropped)
-        and ``visits`` (how many steps evaluated each record's gradients: 0 or 1).
+        :class:`FitResult` with ``coef = y_T``, the report, a trace (per-step clip threshold,
+        std of the noise on ``nabla_t``; with ``diagnostics=True`` also the clip fraction and
+        extras ``max_norm`` and ``noise_norm``: the largest unclipped per-example norm and
+        ``||zeta_t||``, non-private) and ``info`` with every parameter, the paper's classical
+        sigmas and their exact delta at epsilon, ``batch_assignment`` (batch of each record,
+        -1 = dropped) and ``visits`` (how many steps evaluated each record's gradients: 0 or 1).
     """
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"Expected rng to be a numpy Generator, got {type(rng).__name__}.")
@@ -775,7 +780,7 @@ def accelerated_dp_srgd(
                 batch_size=B,
             )
             evaluations += B
-            zeta = params.sigma * rng.standard_normal(p) if noise else np.zeros(p)
+            zeta = gaussian_noise(rng, params.sigma, p) if noise else np.zeros(p)
             released = grad_t + zeta
             z_new = _project(z - z_step_scale * eta * released / beta_, radius)
             y_new = _project(x - released / beta_, radius)
@@ -850,4 +855,9 @@ def accelerated_dp_srgd(
         noise_std=np.asarray(stds),
         extra={"max_norm": np.asarray(max_norms), "noise_norm": np.asarray(noise_norms)},
     )
+    if ledger is not None:
+        trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
+        report = ledger.report(delta)
+    elif not diagnostics:
+        trace, info = release_diagnostics(trace, info, diagnostics=False, ledger=None)
     return FitResult(y_out, 0.0, report, trace, "accelerated-dp-srgd", info)

@@ -25,7 +25,8 @@ import numpy as np
 from privopt._validate import check_count, check_design, check_positive, check_probability
 from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, shuffled_gaussian_guarantee
 from privopt.accounting._search import feasible_boundary
-from privopt.algorithms.result import FitTrace
+from privopt.algorithms.result import FitTrace, release_diagnostics
+from privopt.noise.rng import gaussian_noise
 
 __all__ = ["calibrate_ssgd_noise", "dp_ssgd", "max_ssgd_epsilon", "practical_learning_rate"]
 
@@ -106,6 +107,7 @@ def dp_ssgd(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     partition: object = "main",
+    diagnostics: bool = False,
 ) -> tuple[np.ndarray, FitTrace, dict]:
     """Run DP-SSGD on bounded data; record the shuffled pass in ``ledger`` (replace-one).
 
@@ -113,7 +115,8 @@ def dp_ssgd(
     disjoint records (private preprocessing) compose in parallel with it.
 
     The trace summarises the N steps in chunks of about N/100 steps (one entry per chunk) so that
-    it stays small: clip threshold, fraction clipped in the chunk, per-step noise std.
+    it stays small: clip threshold, per-step noise std, and (only with ``diagnostics=True``, a
+    non-private release recorded in the report) the fraction clipped in the chunk.
     """
     if ledger.neighbouring.value != "replace-one":
         raise ValueError("DP-SSGD is accounted under replace-one neighbours (shuffle model).")
@@ -131,7 +134,7 @@ def dp_ssgd(
     clipped = np.zeros(n, dtype=bool)
     block = 4096  # noise is drawn in blocks: O(block * p) memory
     for start in range(0, n, block):
-        noise = rng.standard_normal((min(block, n - start), p)) * std
+        noise = gaussian_noise(rng, std, (min(block, n - start), p))
         for offset, i in enumerate(order[start : start + block]):
             z = Z[i]
             r = float(z @ w) - t[i]
@@ -155,4 +158,5 @@ def dp_ssgd(
         noise_std=np.full(len(chunks), std),
     )
     info = {"noise_multiplier": alpha, "clip": zeta, "learning_rate": eta, "steps": n}
+    trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
     return tail_sum / (n - tail_start), trace, info

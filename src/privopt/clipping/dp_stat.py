@@ -33,6 +33,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
+from privopt.noise.rng import gaussian_noise
 
 __all__ = ["DPStatResult", "dp_stat", "dp_stat_margin"]
 
@@ -120,7 +121,7 @@ def dp_stat(
         )
     for i in range(queries):
         count = int(np.searchsorted(sorted_values, gamma, side="right"))
-        if count + rng.normal(0.0, count_std) >= s - slack:
+        if count + gaussian_noise(rng, count_std) >= s - slack:
             return DPStatResult(gamma, queries, i + 1, count_std, slack)
         gamma *= 2.0
     return DPStatResult(gamma, queries, queries, count_std, slack)

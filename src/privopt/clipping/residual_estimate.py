@@ -85,6 +85,7 @@ from privopt._validate import (
 )
 from privopt.accounting.events import ApproxDPEvent
 from privopt.accounting.ledger import PrivacyLedger
+from privopt.noise.rng import laplace_noise
 
 __all__ = [
     "GAUSSIAN_KURTOSIS",
@@ -466,7 +467,7 @@ def residual_estimate(
         means = r.reshape(groups, size).mean(axis=1)
     means = np.where(np.isfinite(means), means, _FLOAT_MAX)
     keys, counts = np.unique(_bin_keys(means), return_counts=True)  # non-empty bins only
-    noisy = counts / groups + rng.laplace(0.0, plan.noise_scale, size=keys.size)
+    noisy = counts / groups + laplace_noise(rng, plan.noise_scale, keys.size)
     kept = noisy >= plan.threshold
     _record_histogram_cost(ledger, epsilon=plan.epsilon, delta=plan.delta, partition=partition)
 

@@ -40,6 +40,7 @@ __all__ = [
     "AdultData",
     "adult_preprocessor",
     "load_adult",
+    "load_adult_arrays",
 ]
 
 #: Column order of the CSV (without the target ``income``).
@@ -175,3 +176,22 @@ def adult_preprocessor():
             ),
         ]
     )
+
+
+def load_adult_arrays(
+    path: str | os.PathLike[str], split_seed: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(X_train, y_train, X_test, y_test): 80/20 split, public encoding plus a constant 1."""
+    from sklearn.model_selection import train_test_split
+
+    data = load_adult(path)
+    x_train, x_test, y_train, y_test = train_test_split(
+        data.X, data.y, test_size=0.2, random_state=split_seed
+    )
+    encoder = adult_preprocessor().fit(x_train)  # learns nothing: categories and ranges are fixed
+
+    def encode(rows):
+        features = np.asarray(encoder.transform(rows), dtype=float)
+        return np.hstack([features, np.ones((features.shape[0], 1))])
+
+    return encode(x_train), np.asarray(y_train, float), encode(x_test), np.asarray(y_test, float)

@@ -25,7 +25,7 @@ from privopt.algorithms.preprocess import (
     private_bounds_by_label,
 )
 from privopt.algorithms.srgd import accelerated_dp_srgd
-from privopt.estimators._base import PrivateEstimator, as_generator
+from privopt.estimators._base import PrivateEstimator
 
 __all__ = ["HolderSGDEstimator"]
 
@@ -75,6 +75,8 @@ class HolderSGDEstimator(PrivateEstimator):
         "accounting": [StrOptions(set(ACCOUNTING))],
         "preprocess_fraction": [Interval(numbers.Real, 0, 0.5, closed="neither")],
         "random_state": [None, "random_state", np.random.Generator],
+        "diagnostics": ["boolean"],
+        "secure_mode": ["boolean"],
     }
 
     # -- shared steps --------------------------------------------------------------------------
@@ -84,7 +86,7 @@ class HolderSGDEstimator(PrivateEstimator):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
         ledger = PrivacyLedger("replace-one")
         ledger.assume("the number of records N is public")
-        return as_generator(self.random_state), ledger
+        return self._generator(ledger), ledger
 
     def _private_bounds(
         self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator, ledger: PrivacyLedger
@@ -143,6 +145,7 @@ class HolderSGDEstimator(PrivateEstimator):
             rng=rng,
             ledger=ledger,
             partition="fit",
+            diagnostics=self.diagnostics,
         )
         if self.method == "srgd":
             if loss.phi_holder().alpha < 1.0:
@@ -165,6 +168,7 @@ class HolderSGDEstimator(PrivateEstimator):
                 y_bound=y_bound,
                 ledger=ledger,
                 partition="fit",
+                diagnostics=self.diagnostics,
             )
         if self.perturbation == "gradient":
             return dp_sgd_gradient(Z, t, loss, accounting=self.accounting, **common)

@@ -92,7 +92,13 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
             perturbation, which keeps Theorem 7's bound fixed).
         accounting: ``"auto"``, ``"paper"`` or ``"rdp"`` (gradient perturbation).
         preprocess_fraction: share of records for private preprocessing (no public bounds).
-        random_state: None, an int or a numpy Generator.
+        random_state: None, an int or a numpy Generator. A seed that draws noise must stay
+            secret and serve one fit only (the report says so).
+        diagnostics: also expose non-private diagnostics (clip fractions, visit counts) in
+            ``fit_info_`` / ``fit_trace_``; warns, and the report lists them as releases outside
+            the guarantee. Default False: they are absent.
+        secure_mode: draw every random number from ChaCha20 keyed by the operating system
+            (:func:`privopt.noise.secure_generator`); ``random_state`` must then be None.
 
     Fitted attributes: ``classes_``, ``coef_`` (1, n_features) and ``intercept_`` (1,) in the
     mapped space, ``feature_map_``, ``privacy_report_``, ``fit_info_``, ``n_features_in_``.
@@ -119,6 +125,8 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         preprocess_fraction: float = 0.1,
         q: float = 1.5,
         random_state: Any = None,
+        diagnostics: bool = False,
+        secure_mode: bool = False,
     ) -> None:
         self.loss = loss
         self.perturbation = perturbation
@@ -134,6 +142,8 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         self.preprocess_fraction = preprocess_fraction
         self.q = q
         self.random_state = random_state
+        self.diagnostics = diagnostics
+        self.secure_mode = secure_mode
 
     def _loss(self):
         if self.loss not in CLASSIFICATION_LOSSES:

@@ -27,7 +27,7 @@ from privopt.algorithms.preprocess import (
 )
 from privopt.algorithms.result import FitTrace
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, practical_learning_rate
-from privopt.estimators._base import PrivateEstimator, as_generator
+from privopt.estimators._base import PrivateEstimator
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
 
 __all__ = ["DPLinearRegression"]
@@ -51,12 +51,13 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
     Methods (``method``):
 
     * ``"dpsgd"`` (default): DP-SGD with Poisson sampling (rate 256/N, 5 epochs), a fixed clip
-      at the private bounds, PLD calibration (add/remove neighbours), tail averaging. Chosen
-      from the sweep in BENCHMARKS.md (x ~ N(0, I_d), sigma = 1, delta = 1e-6, median of 5
-      seeds, no public knowledge): it is the only method within about 7x of OLS in every cell
-      with N >= 1e5 (d in {10, 50}, epsilon in {0.5, 1, 4}); at N = 200,000, d = 20,
-      epsilon = 1 its median is 2.5x. Its cost is a PLD calibration (about 4 s) plus
-      5 N / 256 small steps (about 12 s at N = 200,000).
+      at the private bounds, PLD calibration (zero-out neighbours: N stays public, with the
+      epsilon of add/remove), tail averaging. Chosen from the sweep in BENCHMARKS.md
+      (x ~ N(0, I_d), sigma = 1, delta = 1e-6, median of 5 seeds, no public knowledge): it is
+      the only method within about 7x of OLS in every cell with N >= 1e5 (d in {10, 50},
+      epsilon in {0.5, 1, 4}); at N = 200,000, d = 20, epsilon = 1 its median is 2.5x. Its
+      cost is a PLD calibration (about 4 s) plus 5 N / 256 small steps (about 12 s at
+      N = 200,000).
     * ``"adassp"``: AdaSSP (Wang 2018), sufficient-statistics perturbation with a private
       adaptive ridge, accounted in exact GDP, budget split :data:`ADASSP_SPLIT`. Fastest (0.3 s at
       N = 200,000) and best at small d with larger epsilon (1.2x OLS at N = 1e6, d = 10,
@@ -71,7 +72,10 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
       accounted by amplification by shuffling; it refuses an epsilon outside the bound's
       validity region (about epsilon <= 1.09 for delta = 1e-6).
     * ``"dpsgd"``: DP-SGD with Poisson sampling, a fixed clip and PLD accounting
-      (add/remove neighbours).
+      (zero-out neighbours).
+
+    Neighbouring relation: every method keeps N fixed (replace-one, or zero-out for Poisson
+    DP-SGD, whose accounting is of the add/remove kind), so N is public; the report states it.
     * ``"ftrl-sigma"``: DP-FTRL-Σ (seed 003, Algorithm 1), one pass with tree-aggregated noise
       N(0, sigma^2 Σ) and clipping in the Σ^-1 norm, for over-parameterised problems (d > N).
       With ``public_X`` (public unlabeled rows of the same distribution) Σ is the designed
@@ -92,6 +96,12 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         preprocess_fraction: share of rows used for private preprocessing, in (0, 0.5).
         public_X: public unlabeled rows (``"ftrl-sigma"`` only): design Σ from them.
         random_state: None, an int seed or a numpy Generator (the permutation and all noise).
+            A seed that draws noise must stay secret and serve one fit only (the report says so).
+        diagnostics: also expose non-private diagnostics (clip fractions) in ``fit_trace_`` /
+            ``fit_info_``; warns, and the report lists them as releases outside the guarantee.
+            Default False: they are absent.
+        secure_mode: draw every random number from ChaCha20 keyed by the operating system
+            (:func:`privopt.noise.secure_generator`); ``random_state`` must then be None.
 
     Fitted attributes: ``coef_``, ``intercept_``, ``privacy_report_`` (a
     :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes and
@@ -109,6 +119,8 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         "preprocess_fraction": [Interval(numbers.Real, 0, 0.5, closed="neither")],
         "public_X": [None, "array-like"],
         "random_state": [None, "random_state", np.random.Generator],
+        "diagnostics": ["boolean"],
+        "secure_mode": ["boolean"],
     }
 
     def __init__(
@@ -122,6 +134,8 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         preprocess_fraction: float = 0.1,
         public_X: Any = None,
         random_state: Any = None,
+        diagnostics: bool = False,
+        secure_mode: bool = False,
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -132,6 +146,8 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         self.preprocess_fraction = preprocess_fraction
         self.public_X = public_X
         self.random_state = random_state
+        self.diagnostics = diagnostics
+        self.secure_mode = secure_mode
 
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any) -> DPLinearRegression:
@@ -140,11 +156,18 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         if not math.isfinite(self.epsilon):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
-        rng = as_generator(self.random_state)
         n = X.shape[0]
         method = self.method
-        ledger = PrivacyLedger("add-remove" if method == "dpsgd" else "replace-one")
-        mu = gdp_mu(self.epsilon, self.delta)
+        # Every relation privopt uses keeps N fixed, so N is public by construction (it sets
+        # step counts, sampling rates and divisors, and privopt fit writes it to model.json).
+        # Poisson-sampled DP-SGD is accounted under zero-out neighbours (a record replaced by a
+        # null record; the same epsilon as add/remove); every other method under replace-one.
+        ledger = PrivacyLedger("zero-out" if method == "dpsgd" else "replace-one")
+        rng = self._generator(ledger)
+        # a relative 1e-9 below the target, so that the exactly inverted epsilon of the
+        # preprocessing releases (whose mu is rebuilt from stds, a few ulps off) never prints
+        # above it
+        mu = gdp_mu(self.epsilon * (1.0 - 1e-9), self.delta)
         ledger.assume("the number of records N is public")
         # Every record is assigned to one release by an independent, data-independent draw
         # (secret): adding, removing or replacing a record changes one part only, so the parts
@@ -232,6 +255,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
                 rng=rng,
                 ledger=ledger,
                 public_n=sizes["main"],
+                diagnostics=self.diagnostics,
             )
         if method == "ftrl-sigma":
             return self._ftrl_sigma(Z, t, bounds, rng, ledger)
@@ -245,6 +269,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
                 learning_rate=practical_learning_rate(bounds.row_bound, Z.shape[1], alpha),
                 rng=rng,
                 ledger=ledger,
+                diagnostics=self.diagnostics,
             )
         # ambssgd: a private second moment of the centred, clipped features (its own disjoint
         # slice) sets the step size and the scale of the intercept column, so that the constant
@@ -274,7 +299,9 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             row_norm_sq=moment.row_norm_sq + bounds.intercept_scale**2,
             kappa=1.0,  # a noisy lambda_min is unreliable; T = ceil(0.5 ln N) rounds
         )
-        w, trace, info = dp_ambssgd(Z, t, config, rng=rng, ledger=ledger)
+        w, trace, info = dp_ambssgd(
+            Z, t, config, rng=rng, ledger=ledger, diagnostics=self.diagnostics
+        )
         return w, trace, {**info, "_bounds": bounds}
 
     def _ftrl_sigma(self, Z, t, bounds, rng, ledger):
@@ -312,6 +339,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             threshold=clip_constant,  # C times the target bound |t| <= 1 (public)
             ledger=ledger,
             partition="fit",
+            diagnostics=self.diagnostics,
         )
         info = {k: v for k, v in fit.info.items() if k != "last"}
         info.update(learning_rate=eta, covariance=type(covariance).__name__)

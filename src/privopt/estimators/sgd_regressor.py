@@ -63,6 +63,8 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         q: float = 1.5,
         huber_delta: float = 0.5,
         random_state: Any = None,
+        diagnostics: bool = False,
+        secure_mode: bool = False,
     ) -> None:
         self.loss = loss
         self.perturbation = perturbation
@@ -80,6 +82,8 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         self.q = q
         self.huber_delta = huber_delta
         self.random_state = random_state
+        self.diagnostics = diagnostics
+        self.secure_mode = secure_mode
 
     def _loss(self):
         if self.loss not in REGRESSION_LOSSES:

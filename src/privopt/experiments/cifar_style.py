@@ -50,7 +50,7 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.accounting import PoissonSampledGaussianEvent, PrivacyLedger, calibrate_dpsgd_noise
+from privopt.accounting import PrivacyLedger, calibrate_dpsgd_noise
 from privopt.algorithms.ftrl import GenericModel, dp_ftrl, ftrl_participation
 from privopt.experiments._common import check_epsilons, reproduction_environment
 from privopt.noise import (
@@ -64,6 +64,7 @@ from privopt.noise import (
     optimal_cc,
     tune_nu,
 )
+from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
 
 __all__ = [
     "DEFAULT_HYPERPARAMETERS",
@@ -215,28 +216,26 @@ def dpsgd_poisson(
         noise_multiplier = calibrate_dpsgd_noise(epsilon, delta, sample_rate, steps, accountant)
     sigma = check_positive("noise_multiplier", noise_multiplier)
     ledger = PrivacyLedger("zero-out")
-    ledger.record(
-        PoissonSampledGaussianEvent(
-            noise_multiplier=sigma, sample_rate=sample_rate, count=steps, label="dp-sgd steps"
-        )
-    )
-    ledger.assume(f"per-example gradients clipped to l2 norm {clip_norm:g}")
-    ledger.assume("the number of records n is public (DP-SGD normalises by q n)")
-    model = GenericModel(grad_fn)
     n = X.shape[0]
-    expected = sample_rate * n
-    w = np.array(w0, dtype=float)
-    velocity = np.zeros_like(w)
-    for step in range(steps):
-        # Poisson sampling: Bin(n, q) size, then a uniform subset of that size (same law)
-        batch = np.sort(rng.choice(n, size=rng.binomial(n, sample_rate), replace=False))
-        total = np.zeros_like(w)
-        if batch.size:
-            total = model.clipped_gradient_sum(w, X[batch], y[batch], clip_norm)[0]
-        noisy = (total + rng.normal(0.0, sigma * clip_norm, size=w.size)) / expected
-        velocity = momentum * velocity + noisy
-        lr = learning_rate(step) if callable(learning_rate) else learning_rate
-        w = w - check_positive("learning rate", lr) * velocity
+    plan = TrainingPlan(
+        n,
+        PoissonSampling(sample_rate, steps),
+        clip_norm,
+        noise_multiplier=sigma,
+        neighbouring="zero-out",
+        label="dp-sgd steps",
+    )
+    w, _, _ = execute(
+        plan,
+        GenericModel(grad_fn),
+        SGD(learning_rate, momentum),
+        X,
+        y,
+        rng=rng,
+        ledger=ledger,
+        w0=np.asarray(w0, dtype=float),
+    )
+    expected = plan.divisor
     info = {
         "noise_multiplier": sigma,
         "sample_rate": sample_rate,

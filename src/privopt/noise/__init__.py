@@ -21,6 +21,13 @@ from privopt.noise.covariance import (
 )
 from privopt.noise.dense import DenseMechanism
 from privopt.noise.restarts import Restarted
+from privopt.noise.rng import (
+    SECRET_SEED_ASSUMPTION,
+    SECURE_ASSUMPTION,
+    gaussian_noise,
+    laplace_noise,
+    secure_generator,
+)
 from privopt.noise.sensitivity import SensitivityUpperBoundWarning, brute_force_minsep_squared
 from privopt.noise.toeplitz import (
     ToeplitzMechanism,
@@ -46,6 +53,8 @@ from privopt.noise.tree import (
 from privopt.noise.tuning import NuChoice, tune_nu
 
 __all__ = [
+    "SECRET_SEED_ASSUMPTION",
+    "SECURE_ASSUMPTION",
     "CovarianceOperator",
     "DenseMechanism",
     "DiagonalCovariance",
@@ -69,14 +78,17 @@ __all__ = [
     "brute_force_minsep_squared",
     "custom",
     "damped_anti_pgd",
+    "gaussian_noise",
     "honaker_weights",
     "independent",
     "inverse_coefficients",
+    "laplace_noise",
     "mean_estimation_optimal",
     "nu_beta",
     "nu_c",
     "nu_dpftrl",
     "optimal_cc",
     "prefix_nodes",
+    "secure_generator",
     "tune_nu",
 ]

@@ -1,0 +1,60 @@
+"""The one private-training core: a frozen plan, one calibration, one loop.
+
+Every algorithm is ``paper config -> TrainingPlan -> calibrate -> run``:
+
+* :mod:`~privopt.training.batching`: Poisson sampling, fixed batches cycled over epochs (the
+  min-separation pattern), one shuffled pass, sampling without replacement;
+* :mod:`~privopt.training.plan`: :class:`TrainingPlan` (batches, clip, mechanism, noise,
+  neighbouring relation) and its :meth:`~TrainingPlan.event`;
+* :mod:`~privopt.training.calibrate`: :func:`calibrate_noise_multiplier`, generic over an event
+  factory, verified and rounded toward more noise;
+* :mod:`~privopt.training.gradients`: per-example clipped gradient sums (closed forms for linear
+  losses, any ``grad_fn``);
+* :mod:`~privopt.training.updates` and :mod:`~privopt.training.averaging`: post-processing;
+* :mod:`~privopt.training.loop`: :func:`run`.
+"""
+
+from privopt.training.averaging import AVERAGING, Averager
+from privopt.training.batching import (
+    BatchStrategy,
+    FixedBatches,
+    PoissonSampling,
+    SampledWithoutReplacement,
+    shuffled_pass,
+)
+from privopt.training.calibrate import calibrate_noise_multiplier, event_epsilon
+from privopt.training.gradients import (
+    GenericModel,
+    GradientModel,
+    LinearRegressionModel,
+    LogisticRegressionModel,
+    as_model,
+)
+from privopt.training.loop import StepInfo, execute, iterate, run
+from privopt.training.plan import TrainingPlan
+from privopt.training.updates import SGD, Projected, UpdateRule
+
+__all__ = [
+    "AVERAGING",
+    "SGD",
+    "Averager",
+    "BatchStrategy",
+    "FixedBatches",
+    "GenericModel",
+    "GradientModel",
+    "LinearRegressionModel",
+    "LogisticRegressionModel",
+    "PoissonSampling",
+    "Projected",
+    "SampledWithoutReplacement",
+    "StepInfo",
+    "TrainingPlan",
+    "UpdateRule",
+    "as_model",
+    "calibrate_noise_multiplier",
+    "event_epsilon",
+    "execute",
+    "iterate",
+    "run",
+    "shuffled_pass",
+]

@@ -1,0 +1,201 @@
+r"""Batch strategies: which records each step reads, and what the privacy event must know of it.
+
+A strategy is a frozen, public description (no data). Given the public number of records N it
+knows the number of steps, the public divisor of each step's clipped sum, and the participation
+pattern or amplification that the plan's privacy event is built from; ``schedule(n, rng)`` draws
+the secret batches.
+
+==========================  ======================================  ==============================
+strategy                    batches                                 what the event uses
+==========================  ======================================  ==============================
+:class:`PoissonSampling`    each record joins each step w.p. q      amplification by sampling (q)
+:class:`FixedBatches`       a secret permutation cut into N // b    participations k = epochs,
+                            batches, cycled in the same order       min-separation S = N // b
+:class:`SampledWithout\     each step draws b of N uniformly        sampling without replacement
+Replacement`                (independently across steps)            within a step (seed 002)
+==========================  ======================================  ==============================
+
+``FixedBatches(batch_size, epochs=1)`` is one shuffled pass of disjoint batches.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive, check_sample_rate
+from privopt.noise import Participation
+
+__all__ = [
+    "BatchStrategy",
+    "FixedBatches",
+    "PoissonSampling",
+    "SampledWithoutReplacement",
+    "shuffled_pass",
+]
+
+
+class BatchStrategy(ABC):
+    """Public description of how steps read records (see the module table)."""
+
+    #: short name used in reports
+    name: str = "batches"
+
+    @abstractmethod
+    def steps(self, n: int) -> int:
+        """Number of steps T for ``n`` records."""
+
+    @abstractmethod
+    def divisor(self, n: float) -> float:
+        """The public normaliser of a step's clipped sum (an expected or fixed batch size)."""
+
+    @abstractmethod
+    def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        """The secret batches: one index array per step (drawn from ``rng``)."""
+
+    def participation(self, n: int) -> Participation | None:
+        """The participation pattern of one record (None when amplification is used instead)."""
+        return None
+
+    def describe(self, n: int) -> str:
+        """One sentence for the report's assumptions."""
+        return f"{self.name}: {self.steps(n)} steps"
+
+
+@dataclass(frozen=True)
+class PoissonSampling(BatchStrategy):
+    """Each record joins each of ``steps`` steps independently with probability ``sample_rate``.
+
+    The step's sum is divided by the expected batch size q N (public), never the realised size.
+    """
+
+    sample_rate: float
+    num_steps: int
+    name: str = "poisson sampling"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sample_rate", check_sample_rate("sample_rate", self.sample_rate))
+        object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
+
+    @classmethod
+    def from_epochs(cls, n: float, *, epochs: float, expected_batch: float) -> PoissonSampling:
+        """q = min(1, expected_batch / n) and K = ceil(epochs / q) steps (public n)."""
+        n = check_positive("n", n)
+        epochs = check_positive("epochs", epochs)
+        q = min(1.0, check_positive("expected_batch", expected_batch) / n)
+        # the 1e-9 keeps a float quotient such as 3 / 0.1 = 30.000000000000004 from adding a step
+        return cls(q, max(1, math.ceil(epochs / q - 1e-9)))
+
+    def steps(self, n: int) -> int:
+        return self.num_steps
+
+    def divisor(self, n: float) -> float:
+        return self.sample_rate * n
+
+    def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        for _ in range(self.num_steps):
+            # independent Bernoulli(q) inclusions have the law "size ~ Bin(n, q), then a uniform
+            # subset of that size", which costs O(batch) instead of O(n)
+            yield rng.choice(n, size=rng.binomial(n, self.sample_rate), replace=False)
+
+    def describe(self, n: int) -> str:
+        return (
+            f"Poisson sampling at rate q = {self.sample_rate:.6g} for {self.num_steps} steps "
+            "(inclusions secret; sums divided by the expected batch q N)"
+        )
+
+
+@dataclass(frozen=True)
+class FixedBatches(BatchStrategy):
+    """A secret permutation cut into S = N // b batches of b, cycled for ``epochs`` epochs.
+
+    Step t reads batch t mod S, so a record participates k = epochs times, exactly S steps
+    apart: the min-separation pattern of correlated-noise mechanisms (single participation for
+    one epoch). The N - S b left-over records are never read.
+    """
+
+    batch_size: int
+    epochs: int = 1
+    name: str = "fixed batches"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "batch_size", check_count("batch_size", self.batch_size))
+        object.__setattr__(self, "epochs", check_count("epochs", self.epochs))
+
+    def per_epoch(self, n: int) -> int:
+        per_epoch = check_count("n", n) // self.batch_size
+        if per_epoch < 1:
+            raise ValueError(f"batch_size={self.batch_size} is larger than the {n} records.")
+        return per_epoch
+
+    def steps(self, n: int) -> int:
+        return self.epochs * self.per_epoch(n)
+
+    def divisor(self, n: float) -> float:
+        return float(self.batch_size)
+
+    def participation(self, n: int) -> Participation:
+        if self.epochs == 1:
+            return Participation.single()
+        return Participation.multiple(self.per_epoch(n), self.epochs)
+
+    def batches(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
+        """The S secret batches (sorted indices), drawn once."""
+        order = rng.permutation(n)
+        b = self.batch_size
+        return [np.sort(order[i * b : (i + 1) * b]) for i in range(self.per_epoch(n))]
+
+    def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        batches = self.batches(n, rng)  # the permutation is drawn now, before any noise key
+        return (batches[t % len(batches)] for t in range(self.steps(n)))
+
+    def describe(self, n: int) -> str:
+        per_epoch = self.per_epoch(n)
+        text = (
+            f"fixed batches of {self.batch_size} from a secret permutation, {per_epoch} per "
+            f"epoch, {self.epochs} epoch(s) in the same order"
+        )
+        if self.epochs > 1:
+            text += f" (k = {self.epochs} participations, min-separation {per_epoch})"
+        return text
+
+
+def shuffled_pass(batch_size: int) -> FixedBatches:
+    """One shuffled pass of disjoint batches (each record used at most once)."""
+    return FixedBatches(batch_size, epochs=1)
+
+
+@dataclass(frozen=True)
+class SampledWithoutReplacement(BatchStrategy):
+    """Each of ``steps`` steps draws ``sample_size`` of the N records uniformly without
+    replacement, independently across steps (so a record may be used many times; seed 002)."""
+
+    sample_size: int
+    num_steps: int
+    name: str = "uniform sampling"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "sample_size", check_count("sample_size", self.sample_size))
+        object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
+
+    def steps(self, n: int) -> int:
+        return self.num_steps
+
+    def divisor(self, n: float) -> float:
+        return float(self.sample_size)
+
+    def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        if self.sample_size > n:
+            raise ValueError(f"sample_size={self.sample_size} exceeds the {n} records.")
+        for _ in range(self.num_steps):
+            yield rng.choice(n, size=self.sample_size, replace=False)
+
+    def describe(self, n: int) -> str:
+        return (
+            f"{self.num_steps} steps, each on {self.sample_size} of the {n} records drawn "
+            "uniformly without replacement (secret), independently across steps"
+        )

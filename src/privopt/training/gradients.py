@@ -1,0 +1,124 @@
+"""Per-example gradients of a model, clipped and summed: the one gradient abstraction.
+
+A model answers ``clipped_gradient_sum(w, X, y, clip) -> (sum_i clip_G(grad_i), fraction)`` over
+a batch. Linear losses never materialise the per-example gradients: their gradient is
+``r_i(w) x_i`` with norm ``|r_i| ||x_i||``, so :func:`privopt.clipping.clip_factors` works from the
+residuals alone (DESIGN.md, "Linear models never materialise per-example gradients").
+:class:`GenericModel` wraps any ``grad_fn(w, X, y) -> (b, p)``. All clipping goes through
+:mod:`privopt.clipping`, whose clipped norms never exceed G, even in floating point.
+
+The fraction clipped is a non-private diagnostic: the training loop returns it only with
+``diagnostics=True`` (:func:`privopt.algorithms.result.release_diagnostics`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from privopt.clipping import clip_factors, row_norms
+
+__all__ = [
+    "FTRLModel",
+    "GenericModel",
+    "GradientModel",
+    "LinearRegressionModel",
+    "LogisticRegressionModel",
+    "as_model",
+    "parameter_count",
+]
+
+
+class GradientModel:
+    """Per-example gradients of a loss; subclasses give closed forms where they exist."""
+
+    name = "model"
+
+    def clipped_gradient_sum(
+        self, w: np.ndarray, X: np.ndarray, y: np.ndarray, clip: float | None
+    ) -> tuple[np.ndarray, float]:
+        """(sum_i clip(grad_i), fraction clipped) over the batch; ``clip=None`` disables it."""
+        raise NotImplementedError
+
+
+class _ResidualModel(GradientModel):
+    """Losses whose per-example gradient is r_i(w) x_i: norm |r_i| ||x_i||, no gradient matrix."""
+
+    def residuals(self, w: np.ndarray, X: np.ndarray, y: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def clipped_gradient_sum(self, w, X, y, clip):
+        r = self.residuals(w, X, y)
+        if clip is None:
+            return X.T @ r, 0.0
+        factors = clip_factors(np.abs(r) * row_norms(X), clip)
+        return X.T @ (r * factors), float(np.mean(factors < 1.0)) if r.size else 0.0
+
+
+class LinearRegressionModel(_ResidualModel):
+    """Squared loss 1/2 (<x, w> - y)^2: gradient (<x, w> - y) x."""
+
+    name = "linear"
+
+    def residuals(self, w, X, y):
+        return X @ w - y
+
+
+class LogisticRegressionModel(_ResidualModel):
+    """Logistic loss with labels in {0, 1}: gradient (sigmoid(<x, w>) - y) x."""
+
+    name = "logistic"
+
+    def residuals(self, w, X, y):
+        z = X @ w
+        return np.exp(-np.logaddexp(0.0, -z)) - y  # sigmoid without overflow
+
+
+@dataclass(frozen=True)
+class GenericModel(GradientModel):
+    """Any model given a per-example gradient function ``grad_fn(w, X, y) -> (b, p)`` array."""
+
+    grad_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+    name: str = "generic"
+
+    def clipped_gradient_sum(self, w, X, y, clip):
+        grads = np.asarray(self.grad_fn(w, X, y), dtype=float)
+        if grads.ndim != 2 or grads.shape[0] != X.shape[0]:
+            raise ValueError(
+                f"grad_fn must return one gradient row per example, got shape {grads.shape}."
+            )
+        if clip is None:
+            return grads.sum(axis=0), 0.0
+        factors = clip_factors(row_norms(grads), clip)
+        return (grads * factors[:, None]).sum(axis=0), float(np.mean(factors < 1.0))
+
+
+#: The name the DP-FTRL module has always used for the gradient abstraction.
+FTRLModel = GradientModel
+
+_MODELS: dict[str, type[GradientModel]] = {
+    "linear": LinearRegressionModel,
+    "logistic": LogisticRegressionModel,
+}
+
+
+def as_model(model: str | GradientModel) -> GradientModel:
+    """A model from its name (``"linear"``, ``"logistic"``) or a :class:`GradientModel`."""
+    if isinstance(model, str):
+        if model not in _MODELS:
+            raise ValueError(
+                f"Expected model in {tuple(_MODELS)} or a GradientModel, got {model!r}."
+            )
+        return _MODELS[model]()
+    if not isinstance(model, GradientModel):
+        raise TypeError(f"Expected a GradientModel, got {type(model).__name__}.")
+    return model
+
+
+def parameter_count(model: GradientModel, X: np.ndarray, w0: np.ndarray | None) -> int:
+    """p: the features' count for the linear models; w0's length for a generic model."""
+    if isinstance(model, GenericModel) and w0 is not None:
+        return int(np.asarray(w0).size)
+    return X.shape[1]

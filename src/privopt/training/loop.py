@@ -1,0 +1,208 @@
+"""The one private-training loop: every algorithm on the core is ``plan -> run``.
+
+::
+
+    for t, batch in enumerate(plan.batches.schedule(N, rng)):       secret batches
+        g_t  = sum_{i in batch} clip_G(grad f(w_t; z_i))            model.clipped_gradient_sum
+        g~_t = (g_t + (B z)_t sigma G) / divisor                    plan.mechanism's stream
+        w_{t+1}, state = update(w_t, g~_t, state, t)                post-processing
+    output = averaging of the iterates                             post-processing
+    ledger.record(plan.event())                                   the plan's event, nothing else
+
+The noise is drawn only by the mechanism's stream (:mod:`privopt.noise`), keyed from ``rng`` or
+by a caller's ``noise_seed`` (which must then stay secret), so independent noise and any
+correlated mechanism are the same code path: swapping them is configuration.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Hashable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privopt.accounting import PrivacyLedger
+from privopt.noise import SECRET_SEED_ASSUMPTION, NoiseStream
+from privopt.training.averaging import Averager
+from privopt.training.gradients import GradientModel, as_model, parameter_count
+from privopt.training.plan import TrainingPlan
+from privopt.training.result import FitResult, FitTrace, release_diagnostics
+from privopt.training.updates import UpdateRule
+
+__all__ = ["StepInfo", "execute", "iterate", "run"]
+
+
+@dataclass(frozen=True)
+class StepInfo:
+    """What a callback sees after each step (public values, plus the step's parameters)."""
+
+    step: int
+    steps: int
+    w: np.ndarray
+
+
+def iterate(
+    model: GradientModel,
+    X: np.ndarray,
+    y: np.ndarray,
+    schedule: Iterable[np.ndarray],
+    steps: int,
+    stream: NoiseStream,
+    clip: float | None,
+    divisor: float,
+    update: UpdateRule,
+    averager: Averager,
+    w: np.ndarray,
+    callback: Callable[[StepInfo], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The iteration itself: clipped sum, the stream's noise, update, averaging, per step.
+
+    No accounting happens here: :func:`run` wraps it with the plan's event. ``clip=None`` (no
+    clipping) exists only for non-private analysis objects such as
+    :func:`privopt.algorithms.noisy_ftrl`. Returns (averaged output, per-step clip fractions).
+    """
+    state = update.init(w)
+    fractions = np.zeros(steps)
+    for step, batch in enumerate(schedule):
+        if len(batch):
+            total, fraction = model.clipped_gradient_sum(w, X[batch], y[batch], clip)
+        else:  # an empty Poisson batch: only noise
+            total, fraction = np.zeros_like(w), 0.0
+        w, state = update.update(w, (total + stream.next()) / divisor, state, step)
+        averager.add(w, step)
+        fractions[step] = fraction
+        if callback is not None:
+            callback(StepInfo(step, steps, w))
+    return averager.result(w), fractions
+
+
+def execute(
+    plan: TrainingPlan,
+    model: str | GradientModel,
+    update: UpdateRule,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    averaging: str = "last",
+    ledger: PrivacyLedger,
+    partition: Hashable | None = None,
+    w0: np.ndarray | None = None,
+    noise_seed: int | None = None,
+    stream_options: dict[str, Any] | None = None,
+    callback: Callable[[StepInfo], None] | None = None,
+    diagnostics: bool = False,
+    info: dict[str, Any] | None = None,
+) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
+    """Run ``plan`` and record its event in ``ledger``; returns (w, trace, info).
+
+    :func:`run` without the report: for callers that compose the ledger further (an
+    estimator's preprocessing and fit share one ledger and one report). Arguments as in
+    :func:`run`; ``ledger`` is required.
+    """
+    if not isinstance(plan, TrainingPlan):
+        raise TypeError(f"Expected a TrainingPlan, got {type(plan).__name__}.")
+    model = as_model(model)
+    n = X.shape[0]
+    if n != plan.num_records:
+        raise ValueError(f"The plan is for {plan.num_records} records but X has {n} rows.")
+    if ledger.neighbouring is not plan.neighbouring:
+        raise ValueError(
+            f"The plan is accounted under {plan.neighbouring.value!r} neighbours but the ledger "
+            f"uses {ledger.neighbouring.value!r}."
+        )
+    event = plan.event()  # fails before any data is read if the plan is not calibrated
+    p = parameter_count(model, X, w0)
+    w = np.zeros(p) if w0 is None else np.asarray(w0, dtype=float).copy()
+    if w.shape != (p,) or not np.all(np.isfinite(w)):
+        raise ValueError(f"w0 must be a finite array of shape ({p},).")
+    steps, divisor = plan.steps, plan.divisor
+    schedule = plan.batches.schedule(n, rng)  # FixedBatches draws its permutation here
+    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
+    stream = plan.mechanism.noise_stream(p, plan.noise_std, **source, **(stream_options or {}))
+    averager = Averager(averaging, steps, p)
+    w, fractions = iterate(
+        model, X, y, schedule, steps, stream, plan.clip_norm, divisor, update, averager, w, callback
+    )
+    ledger.record(event, partition=partition)
+    for text in plan.assumptions():
+        ledger.assume(text)
+    if noise_seed is not None:
+        ledger.assume(SECRET_SEED_ASSUMPTION)
+    trace = FitTrace(
+        clip_threshold=np.full(steps, plan.clip_norm),
+        clip_fraction=fractions,
+        noise_std=np.full(steps, plan.noise_std / divisor),
+    )
+    details = {
+        "noise_multiplier": plan.noise_multiplier,
+        "steps": steps,
+        "divisor": divisor,
+        "mechanism": plan.mechanism.name,
+        "batches": plan.batches.name,
+        "model": model.name,
+        **(info or {}),
+    }
+    trace, details = release_diagnostics(trace, details, diagnostics=diagnostics, ledger=ledger)
+    return w, trace, details
+
+
+def run(
+    plan: TrainingPlan,
+    model: str | GradientModel,
+    update: UpdateRule,
+    X: np.ndarray,
+    y: np.ndarray,
+    *,
+    rng: np.random.Generator,
+    delta: float,
+    averaging: str = "last",
+    ledger: PrivacyLedger | None = None,
+    partition: Hashable | None = None,
+    w0: np.ndarray | None = None,
+    noise_seed: int | None = None,
+    stream_options: dict[str, Any] | None = None,
+    callback: Callable[[StepInfo], None] | None = None,
+    diagnostics: bool = False,
+    method: str = "private-training",
+    info: dict[str, Any] | None = None,
+) -> FitResult:
+    """Run ``plan`` on (X, y) and record its event; returns coefficients, report and trace.
+
+    Args:
+        plan: a calibrated :class:`TrainingPlan` (its ``num_records`` must be ``len(X)``).
+        model: per-example gradients (``"linear"``, ``"logistic"`` or a GradientModel).
+        update: the update rule (e.g. :class:`privopt.training.SGD`).
+        X, y: the private data (finite; validated by the caller or here).
+        rng: randomness of the batches and (unless ``noise_seed``) of the noise stream's key.
+        delta: the delta of the returned report.
+        averaging: ``"last"``, ``"mean"`` or ``"tail"`` iterate.
+        ledger, partition: record into this ledger (shared with preprocessing) under this
+            partition label; default a new ledger with the plan's relation.
+        w0: public initial parameters (default zeros).
+        noise_seed: key of the counter-based noise source (secret; stated in the report).
+        stream_options: passed to the mechanism's ``noise_stream``.
+        callback: called with a :class:`StepInfo` after every step (progress).
+        diagnostics: also return the non-private per-step clip fractions (warns; stated).
+        method, info: the result's method name and extra configuration.
+    """
+    ledger = ledger if ledger is not None else PrivacyLedger(plan.neighbouring)
+    w, trace, details = execute(
+        plan,
+        model,
+        update,
+        X,
+        y,
+        rng=rng,
+        averaging=averaging,
+        ledger=ledger,
+        partition=partition,
+        w0=w0,
+        noise_seed=noise_seed,
+        stream_options=stream_options,
+        callback=callback,
+        diagnostics=diagnostics,
+        info=info,
+    )
+    return FitResult(w, 0.0, ledger.report(delta), trace, method, details)

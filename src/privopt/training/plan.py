@@ -1,0 +1,235 @@
+"""The training plan: one frozen object that owns batching, clipping, noise and the privacy event.
+
+Every field the accountant needs is a field of the plan, and :meth:`TrainingPlan.event` builds
+the privacy event from exactly those fields; the loop (:func:`privopt.training.run`) reads the
+same fields to draw batches, clip and add noise. So the report can never disagree with what ran
+(jax_privacy's ``DPExecutionPlan`` has the same aim; see ``../shared/DESIGN.md`` item 6).
+
+Notation (papers' symbols):
+
+======================  ==================================================================
+``num_records``         N, the number of records; public under every relation privopt uses
+``batches``             the batch strategy (:mod:`privopt.training.batching`)
+``clip_norm``           G, the per-example l2 clipping norm
+``noise_multiplier``    sigma: the noise on each step's clipped sum has std sigma G (per
+                        coordinate, per noise source of the mechanism)
+``mechanism``           B = C^-1 of the correlated noise (:mod:`privopt.noise`); independent
+                        noise (DP-SGD) is the identity
+``neighbouring``        replace-one or zero-out (both keep N fixed, so N is public)
+======================  ==================================================================
+
+Privacy events (the sensitivities are computed, never assumed):
+
+* Poisson sampling, independent noise: ``PoissonSampledGaussianEvent(sigma, q, T)`` (zero-out;
+  dp_accounting's add/remove analysis covers it). Amplification by sampling is not analysed for
+  correlated noise here, so that combination is refused.
+* Fixed batches, any mechanism: the run is one Gaussian mechanism ``C G + W`` (notes/001.md
+  §2.2) with l2 sensitivity ``f G s``, where s is the mechanism's unit sensitivity for the
+  batches' participation pattern and f = 1 (zero-out) or 2 (replace-one), and noise std sigma G.
+* Sampling without replacement, independent noise, replace-one: ``SampledGaussianEvent`` with
+  noise multiplier sigma / 2 (replace-one sensitivity 2 G), accounted by dp_accounting's RDP.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive
+from privopt.accounting import (
+    GaussianEvent,
+    Neighbouring,
+    PoissonSampledGaussianEvent,
+    PrivacyEvent,
+    SampledGaussianEvent,
+)
+from privopt.noise import Mechanism, Participation, as_step_noise, independent
+from privopt.training.batching import (
+    BatchStrategy,
+    FixedBatches,
+    PoissonSampling,
+    SampledWithoutReplacement,
+)
+from privopt.training.calibrate import calibrate_noise_multiplier
+
+__all__ = ["TrainingPlan"]
+
+
+def _is_independent(mechanism: Mechanism) -> bool:
+    """B = I: one fresh noise source per step (checked on the materialised decoder)."""
+    b = mechanism.decoder_matrix(4)
+    return b.shape == (4, 4) and bool(np.array_equal(b, np.eye(4)))
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Batches, clipping, noise and neighbouring relation of one private training run.
+
+    Build it with a noise multiplier, or with ``noise_multiplier=None`` and then
+    :meth:`calibrate` (which returns a new plan). Fields are documented in the module table.
+
+    >>> from privopt.training import FixedBatches
+    >>> from privopt.noise import nu_dpftrl
+    >>> plan = TrainingPlan(1000, FixedBatches(100, epochs=2), clip_norm=1.0,
+    ...                     mechanism=nu_dpftrl(0.1)).calibrate(epsilon=2.0, delta=1e-6)
+    >>> plan.steps, round(plan.event().mu / 1.0, 6) == round(plan.mu, 6)
+    (20, True)
+    """
+
+    num_records: int
+    batches: BatchStrategy
+    clip_norm: float
+    noise_multiplier: float | None = None
+    mechanism: Mechanism = field(default_factory=independent)
+    neighbouring: Neighbouring = Neighbouring.ZERO_OUT
+    #: public size used for the sampling divisor when the realised N is not the public one
+    public_records: float | None = None
+    label: str = "training steps"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
+        if not isinstance(self.batches, BatchStrategy):
+            raise ValueError(f"Expected a BatchStrategy, got {type(self.batches).__name__}.")
+        object.__setattr__(self, "clip_norm", check_positive("clip_norm", self.clip_norm))
+        if self.noise_multiplier is not None:
+            object.__setattr__(
+                self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+            )
+        if not isinstance(self.mechanism, Mechanism):
+            raise ValueError(
+                f"Expected a privopt.noise Mechanism, got {type(self.mechanism).__name__}."
+            )
+        # a prefix-sum mechanism (tree) adds its increments to a per-step update
+        object.__setattr__(self, "mechanism", as_step_noise(self.mechanism))
+        relation = Neighbouring.parse(self.neighbouring)
+        if relation is Neighbouring.ADD_REMOVE:
+            raise ValueError(
+                "neighbouring='add-remove' makes N private, but a plan uses N (steps, sampling "
+                "rate, divisor); use 'zero-out' (the same epsilon for Poisson sampling) or "
+                "'replace-one'."
+            )
+        object.__setattr__(self, "neighbouring", relation)
+        if self.public_records is not None:
+            object.__setattr__(
+                self, "public_records", check_positive("public_records", self.public_records)
+            )
+        self._check_combination()
+
+    def _check_combination(self) -> None:
+        independent_noise = _is_independent(self.mechanism)
+        if isinstance(self.batches, PoissonSampling | SampledWithoutReplacement):
+            if not independent_noise:
+                raise ValueError(
+                    f"{self.mechanism.name} noise with {self.batches.name}: amplification by "
+                    "sampling is not analysed for correlated noise here; use FixedBatches."
+                )
+        if (
+            isinstance(self.batches, PoissonSampling)
+            and self.neighbouring is not Neighbouring.ZERO_OUT
+        ):
+            raise ValueError(
+                "Poisson sampling is accounted under zero-out neighbours (dp_accounting's "
+                "add/remove analysis); use neighbouring='zero-out'."
+            )
+        if (
+            isinstance(self.batches, SampledWithoutReplacement)
+            and self.neighbouring is not Neighbouring.REPLACE_ONE
+        ):
+            raise ValueError(
+                "Sampling without replacement is accounted under replace-one neighbours; use "
+                "neighbouring='replace-one'."
+            )
+
+    # -- derived public quantities --------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return self.batches.steps(self.num_records)
+
+    @property
+    def divisor(self) -> float:
+        """Public normaliser of each step's clipped sum."""
+        return self.batches.divisor(self.public_records or self.num_records)
+
+    @property
+    def participation(self) -> Participation | None:
+        return self.batches.participation(self.num_records)
+
+    @property
+    def noise_std(self) -> float:
+        """Std of the noise on each step's clipped sum (per coordinate and noise source)."""
+        return self._require_noise() * self.clip_norm
+
+    @property
+    def relation_factor(self) -> float:
+        """Factor of the neighbouring relation on a clipped contribution: 2 for replace-one."""
+        return 2.0 if self.neighbouring is Neighbouring.REPLACE_ONE else 1.0
+
+    @property
+    def sensitivity(self) -> float:
+        """l2 sensitivity of the whole run as one Gaussian mechanism (fixed batches only)."""
+        if self.participation is None:
+            raise ValueError(f"{self.batches.name} is accounted with amplification, not as C G.")
+        unit = self.mechanism.sensitivity(self.steps, self.participation)
+        return self.relation_factor * self.clip_norm * unit
+
+    @property
+    def mu(self) -> float | None:
+        """mu-GDP of the run when it is one Gaussian mechanism (else None)."""
+        event = self.event()
+        return event.mu if isinstance(event, GaussianEvent) else None
+
+    def _require_noise(self) -> float:
+        if self.noise_multiplier is None:
+            raise ValueError("The plan has no noise multiplier yet: call plan.calibrate(...).")
+        return self.noise_multiplier
+
+    # -- the privacy event ----------------------------------------------------------------------
+    def event(self) -> PrivacyEvent:
+        """The privacy event of this plan, built from its fields only."""
+        sigma = self._require_noise()
+        return self._event(sigma)
+
+    def _event(self, sigma: float) -> PrivacyEvent:
+        if isinstance(self.batches, PoissonSampling):
+            return PoissonSampledGaussianEvent(
+                sigma, self.batches.sample_rate, count=self.steps, label=self.label
+            )
+        if isinstance(self.batches, SampledWithoutReplacement):
+            return SampledGaussianEvent(
+                sigma / self.relation_factor,
+                population=self.num_records,
+                sample_size=self.batches.sample_size,
+                count=self.steps,
+                label=self.label,
+            )
+        return GaussianEvent(
+            self.sensitivity, sigma * self.clip_norm, label=f"{self.label} ({self.mechanism.name})"
+        )
+
+    def calibrate(self, epsilon: float, delta: float, accountant: str = "auto") -> TrainingPlan:
+        """A new plan whose noise makes this run alone (epsilon, delta)-DP (verified, rounded
+        toward more noise; see :func:`privopt.training.calibrate_noise_multiplier`)."""
+        sigma = calibrate_noise_multiplier(
+            self._event, epsilon, delta, self.neighbouring, accountant
+        )
+        return dataclasses.replace(self, noise_multiplier=sigma)
+
+    def assumptions(self) -> list[str]:
+        """What the plan's privacy claim relies on, in words (for the report)."""
+        out = [
+            "the number of records N is public",
+            f"per-example gradients clipped to l2 norm {self.clip_norm:g}",
+            self.batches.describe(self.num_records),
+        ]
+        if isinstance(self.batches, FixedBatches):
+            out.append(
+                f"correlated noise {self.mechanism.name}: sensitivity "
+                f"{self.sensitivity:.6g} = {self.relation_factor:g} G x the mechanism's unit "
+                f"sensitivity for this participation pattern"
+            )
+        if not math.isfinite(self.noise_std):  # pragma: no cover - guarded by validation
+            raise ValueError("non-finite noise")
+        return out
