@@ -229,6 +229,8 @@ class ToeplitzStream(NoiseStream):
         return self._beta[:n]
 
     def _combine(self, t: int) -> np.ndarray:
+        if self._window == 1 and self._beta[0] == 1.0:  # B = I: the source itself, no history
+            return self.source.draw((0, t), self.dim)
         depth = t + 1 if self._window is None else min(t + 1, self._window)
         beta = self._coefficients(depth)
         if self.mode == "history":

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -42,6 +43,22 @@ class GradientModel:
         """(sum_i clip(grad_i), fraction clipped) over the batch; ``clip=None`` disables it."""
         raise NotImplementedError
 
+    def prepare(self, X: np.ndarray) -> Any:
+        """Per-row quantities computed once per fit (kept inside the loop, never released)."""
+        return None
+
+    def batch_gradient_sum(
+        self,
+        w: np.ndarray,
+        X: np.ndarray,
+        y: np.ndarray,
+        batch: np.ndarray,
+        clip: float | None,
+        prepared: Any = None,
+    ) -> tuple[np.ndarray, float]:
+        """:meth:`clipped_gradient_sum` over the rows ``batch``, using :meth:`prepare`'s cache."""
+        return self.clipped_gradient_sum(w, X[batch], y[batch], clip)
+
 
 class _ResidualModel(GradientModel):
     """Losses whose per-example gradient is r_i(w) x_i: norm |r_i| ||x_i||, no gradient matrix."""
@@ -50,11 +67,23 @@ class _ResidualModel(GradientModel):
         raise NotImplementedError
 
     def clipped_gradient_sum(self, w, X, y, clip):
+        return self._sum(w, X, y, clip, None)
+
+    def prepare(self, X: np.ndarray) -> np.ndarray:
+        return row_norms(X)  # ||x_i|| once per fit, not once per step
+
+    def batch_gradient_sum(self, w, X, y, batch, clip, prepared=None):
+        norms = None if prepared is None else prepared[batch]
+        return self._sum(w, X[batch], y[batch], clip, norms)
+
+    def _sum(self, w, X, y, clip, norms):
         r = self.residuals(w, X, y)
         if clip is None:
             return X.T @ r, 0.0
-        factors = clip_factors(np.abs(r) * row_norms(X), clip)
-        return X.T @ (r * factors), float(np.mean(factors < 1.0)) if r.size else 0.0
+        norms = row_norms(X) if norms is None else norms
+        factors = clip_factors(np.abs(r) * norms, clip)
+        clipped = np.count_nonzero(factors < 1.0) / r.size if r.size else 0.0
+        return X.T @ (r * factors), clipped
 
 
 class LinearRegressionModel(_ResidualModel):

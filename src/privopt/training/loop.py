@@ -64,9 +64,10 @@ def iterate(
     """
     state = update.init(w)
     fractions = np.zeros(steps)
+    prepared = model.prepare(X)
     for step, batch in enumerate(schedule):
         if len(batch):
-            total, fraction = model.clipped_gradient_sum(w, X[batch], y[batch], clip)
+            total, fraction = model.batch_gradient_sum(w, X, y, batch, clip, prepared)
         else:  # an empty Poisson batch: only noise
             total, fraction = np.zeros_like(w), 0.0
         w, state = update.update(w, (total + stream.next()) / divisor, state, step)

@@ -53,8 +53,9 @@ class SGD:
             )
 
     def rate(self, step: int) -> float:
-        value = self.learning_rate(step) if callable(self.learning_rate) else self.learning_rate
-        return check_positive("learning rate", value)
+        if not callable(self.learning_rate):
+            return self.learning_rate  # validated once, in __post_init__
+        return check_positive("learning rate", self.learning_rate(step))
 
     def init(self, w0: np.ndarray) -> np.ndarray:
         return np.zeros_like(w0)
