@@ -28,6 +28,7 @@ from privopt.training.gradients import (
     GradientModel,
     LinearRegressionModel,
     LogisticRegressionModel,
+    LossModel,
     as_model,
 )
 from privopt.training.loop import StepInfo, execute, iterate, run
@@ -44,6 +45,7 @@ __all__ = [
     "GradientModel",
     "LinearRegressionModel",
     "LogisticRegressionModel",
+    "LossModel",
     "PoissonSampling",
     "Projected",
     "SampledWithoutReplacement",

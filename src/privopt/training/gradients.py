@@ -27,6 +27,7 @@ __all__ = [
     "GradientModel",
     "LinearRegressionModel",
     "LogisticRegressionModel",
+    "LossModel",
     "as_model",
     "parameter_count",
 ]
@@ -43,8 +44,9 @@ class GradientModel:
         """(sum_i clip(grad_i), fraction clipped) over the batch; ``clip=None`` disables it."""
         raise NotImplementedError
 
-    def prepare(self, X: np.ndarray) -> Any:
-        """Per-row quantities computed once per fit (kept inside the loop, never released)."""
+    def prepare(self, X: np.ndarray, y: np.ndarray | None = None) -> Any:
+        """Per-row quantities computed once per fit (kept inside the loop, never released);
+        labels are validated here."""
         return None
 
     def batch_gradient_sum(
@@ -69,7 +71,7 @@ class _ResidualModel(GradientModel):
     def clipped_gradient_sum(self, w, X, y, clip):
         return self._sum(w, X, y, clip, None)
 
-    def prepare(self, X: np.ndarray) -> np.ndarray:
+    def prepare(self, X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
         return row_norms(X)  # ||x_i|| once per fit, not once per step
 
     def batch_gradient_sum(self, w, X, y, batch, clip, prepared=None):
@@ -96,13 +98,60 @@ class LinearRegressionModel(_ResidualModel):
 
 
 class LogisticRegressionModel(_ResidualModel):
-    """Logistic loss with labels in {0, 1}: gradient (sigmoid(<x, w>) - y) x."""
+    """Logistic loss with labels in {0, 1}: gradient (sigmoid(<x, w>) - y) x.
+
+    Labels are checked once per fit: ±1 labels (privopt.losses' convention) would give a
+    silently wrong model here, so they are refused with the conversion to use, or use
+    ``LossModel("logistic")``, which takes ±1 labels.
+    """
 
     name = "logistic"
+
+    def prepare(self, X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+        if y is not None:
+            _check_binary_labels(y, (0.0, 1.0), "model='logistic' (labels in {0, 1})")
+        return super().prepare(X)
 
     def residuals(self, w, X, y):
         z = X @ w
         return np.exp(-np.logaddexp(0.0, -z)) - y  # sigmoid without overflow
+
+
+@dataclass(frozen=True)
+class LossModel(_ResidualModel):
+    """Any :class:`privopt.losses.LinearLoss` of a linear model: gradient phi'(<x, w>, y) x.
+
+    The loss validates its labels (±1 for classification) once per fit, so the core has one
+    gradient abstraction for every linear loss of seeds 000-004 (closed-form norms
+    |phi'| ||x||, no per-example gradient matrix).
+    """
+
+    loss: Any = None
+    name: str = "loss"
+
+    def __post_init__(self) -> None:
+        from privopt.losses import LinearLoss, get_loss
+
+        loss = get_loss(self.loss) if isinstance(self.loss, str) else self.loss
+        if not isinstance(loss, LinearLoss):
+            raise TypeError(f"Expected a privopt.losses.LinearLoss or its name, got {loss!r}.")
+        object.__setattr__(self, "loss", loss)
+        object.__setattr__(self, "name", f"loss:{loss.name}")
+
+    def prepare(self, X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+        if y is not None:
+            self.loss.derivative(np.zeros(np.shape(y)), y)  # validates every label once
+        return super().prepare(X)
+
+    def residuals(self, w, X, y):
+        return self.loss._derivative(X @ w, y)  # labels validated in prepare
+
+
+def _check_binary_labels(y: np.ndarray, allowed: tuple[float, float], what: str) -> None:
+    values = np.unique(np.asarray(y, dtype=float))
+    if not np.all(np.isin(values, allowed)):
+        hint = " (labels look like ±1: pass (y + 1) / 2)" if -1.0 in values else ""
+        raise ValueError(f"{what} got labels {values[:5].tolist()}{hint}.")
 
 
 @dataclass(frozen=True)
@@ -134,13 +183,19 @@ _MODELS: dict[str, type[GradientModel]] = {
 
 
 def as_model(model: str | GradientModel) -> GradientModel:
-    """A model from its name (``"linear"``, ``"logistic"``) or a :class:`GradientModel`."""
+    """A model from its name (``"linear"``, ``"logistic"`` with {0, 1} labels, or any
+    :mod:`privopt.losses` name such as ``"hinge"``, ±1 labels) or a :class:`GradientModel`."""
     if isinstance(model, str):
-        if model not in _MODELS:
-            raise ValueError(
-                f"Expected model in {tuple(_MODELS)} or a GradientModel, got {model!r}."
-            )
-        return _MODELS[model]()
+        if model in _MODELS:
+            return _MODELS[model]()
+        from privopt.losses.registry import LOSS_NAMES
+
+        if model in LOSS_NAMES:
+            return LossModel(model)
+        raise ValueError(
+            f"Expected model in {tuple(_MODELS)}, a privopt.losses name or a GradientModel, "
+            f"got {model!r}."
+        )
     if not isinstance(model, GradientModel):
         raise TypeError(f"Expected a GradientModel, got {type(model).__name__}.")
     return model

@@ -64,7 +64,7 @@ def iterate(
     """
     state = update.init(w)
     fractions = np.zeros(steps)
-    prepared = model.prepare(X)
+    prepared = model.prepare(X, y)
     for step, batch in enumerate(schedule):
         if len(batch):
             total, fraction = model.batch_gradient_sum(w, X, y, batch, clip, prepared)
