@@ -212,3 +212,28 @@ def test_run_refuses_before_reading_data():
             calibrated, "linear", SGD(0.1), X, y, rng=np.random.default_rng(0), delta=DELTA,
             ledger=PrivacyLedger("replace-one"),
         )  # fmt: skip
+
+
+def test_algorithms_on_the_core_record_their_plans_event():
+    from privopt.algorithms import dp_ftrl
+    from privopt.algorithms.baselines import dpsgd_linear
+
+    rng = np.random.default_rng(5)
+    X = rng.normal(size=(400, 3)) / 2
+    y = (X @ np.ones(3) > 0).astype(float)
+    fit = dp_ftrl(
+        X, y, mechanism=nu_dpftrl(0.1), epsilon=1.0, delta=DELTA, clip_norm=1.0,
+        learning_rate=0.1, rng=np.random.default_rng(0), model="logistic", batch_size=40,
+        epochs=2,
+    )  # fmt: skip
+    plan = fit.info["plan"]
+    assert plan.participation.min_sep == 10 and plan.mechanism.name == "nu-dpftrl(nu=0.1)"
+    assert fit.report.events[0].parameters == {
+        k: v for k, v in vars(plan.event()).items() if k != "label"
+    }
+    ledger = PrivacyLedger("zero-out")
+    _, _, info = dpsgd_linear(
+        X, X @ np.ones(3), row_bound=2.0, target_bound=3.0, epsilon=1.0, delta=DELTA,
+        rng=np.random.default_rng(0), ledger=ledger, epochs=1, sample_rate=0.1,
+    )  # fmt: skip
+    assert ledger.events == (info["plan"].event(),)

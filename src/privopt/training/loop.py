@@ -137,6 +137,7 @@ def execute(
         noise_std=np.full(steps, plan.noise_std / divisor),
     )
     details = {
+        "plan": plan,
         "noise_multiplier": plan.noise_multiplier,
         "steps": steps,
         "divisor": divisor,
