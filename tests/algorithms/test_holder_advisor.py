@@ -8,7 +8,7 @@ import math
 
 import pytest
 
-from privopt.algorithms.holder_advisor import (
+from privopt.theory.holder_advisor import (
     THEOREM9_ALPHA_CUTOFF,
     Schedule,
     lemma13_epsilon_threshold,
@@ -18,7 +18,7 @@ from privopt.algorithms.holder_advisor import (
     theorem10_step_size,
     theorem12_step_size,
 )
-from privopt.algorithms.holder_stability import uas_bound
+from privopt.theory.holder_stability import uas_bound
 
 # -- notes/002.md §12.1, verbatim ----------------------------------------------------------------
 

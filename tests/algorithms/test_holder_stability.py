@@ -11,7 +11,8 @@ import mpmath
 import numpy as np
 import pytest
 
-from privopt.algorithms.holder_stability import (
+from privopt.losses import get_loss
+from privopt.theory.holder_stability import (
     C_alpha,
     StabilityBound,
     c2sq_eta_pow,
@@ -22,7 +23,6 @@ from privopt.algorithms.holder_stability import (
     uas_bound,
     uas_bound_for_loss,
 )
-from privopt.losses import get_loss
 
 mpmath.mp.dps = 50
 

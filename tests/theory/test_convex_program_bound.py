@@ -31,8 +31,7 @@ from privopt.noise import (
     nu_dpftrl,
     optimal_cc,
 )
-from privopt.theory import convex_bound as cb
-from privopt.theory import linear_regression_f_inf_lti, mean_estimation_f_inf
+from privopt.theory import convex_bound_program, linear_regression_f_inf_lti, mean_estimation_f_inf
 from privopt.theory.convex_bound import (
     PowerSpectrum,
     convex_program_bound,
@@ -252,7 +251,7 @@ def test_bad_correlations(source, match):
 
 
 def test_missing_cvxpy_gives_an_actionable_import_error(monkeypatch):
-    cb._PROGRAMS.clear()
+    convex_bound_program._PROGRAMS.clear()
     monkeypatch.setitem(sys.modules, "cvxpy", None)
     with pytest.raises(ImportError, match=r"privopt\[theory\]"):
         convex_program_bound(independent(), eta=0.5, L=1.0, mu=0.1, n_freq=200)

@@ -1,6 +1,11 @@
 """Private training algorithms, one module per algorithm, composed from accounting, noise,
 clipping and losses. Each returns coefficients, records every release in a ledger, and
-produces a per-step trace."""
+produces a per-step trace.
+
+Theorem helpers (seed 002's stability bounds and step-size advisor) live in
+:mod:`privopt.theory`; the names below marked as deprecated re-exports stay importable from
+here for compatibility only.
+"""
 
 from privopt.algorithms.ambssgd import (
     AMBSSGDConfig,
@@ -31,18 +36,6 @@ from privopt.algorithms.gradient_perturbation import (
     rdp_gradient_noise,
     theorem11_noise,
 )
-from privopt.algorithms.holder_advisor import (
-    Schedule,
-    lemma13_epsilon_threshold,
-    recommended_schedule,
-)
-from privopt.algorithms.holder_stability import (
-    StabilityBound,
-    stability_bound,
-    stability_bound_for_loss,
-    uas_bound,
-    uas_bound_for_loss,
-)
 from privopt.algorithms.output_perturbation import dp_sgd_output
 from privopt.algorithms.preprocess import (
     LinearBounds,
@@ -64,6 +57,18 @@ from privopt.algorithms.srgd import (
 )
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, max_ssgd_epsilon
 
+# -- deprecated re-exports (theory): import these from privopt.theory instead ----------------
+from privopt.theory import (
+    Schedule,
+    StabilityBound,
+    lemma13_epsilon_threshold,
+    recommended_schedule,
+    stability_bound,
+    stability_bound_for_loss,
+    uas_bound,
+    uas_bound_for_loss,
+)
+
 __all__ = [
     "AMBSSGDConfig",
     "FTRLModel",
@@ -77,9 +82,7 @@ __all__ = [
     "SRGDParameters",
     "SRGDStep",
     "SRGDWarning",
-    "Schedule",
     "SecondMoment",
-    "StabilityBound",
     "Theorem11Noise",
     "accelerated_dp_srgd",
     "calibrate_ftrl_noise",
@@ -93,7 +96,6 @@ __all__ = [
     "dp_ssgd",
     "ftrl_participation",
     "ftrl_sigma_pass",
-    "lemma13_epsilon_threshold",
     "max_ssgd_epsilon",
     "noise_multipliers",
     "noisy_ftrl",
@@ -104,14 +106,20 @@ __all__ = [
     "public_bounds",
     "public_clip_constant",
     "rdp_gradient_noise",
-    "recommended_schedule",
     "srgd_increment",
     "srgd_parameters",
-    "stability_bound",
-    "stability_bound_for_loss",
     "theorem11_noise",
     "theory_config",
     "tree_leaf_levels",
+]
+# deprecated re-exports (theory)
+__all__ += [
+    "Schedule",
+    "StabilityBound",
+    "lemma13_epsilon_threshold",
+    "recommended_schedule",
+    "stability_bound",
+    "stability_bound_for_loss",
     "uas_bound",
     "uas_bound_for_loss",
 ]

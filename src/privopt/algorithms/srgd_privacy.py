@@ -1,0 +1,188 @@
+r"""Privacy of Accelerated-DP-SRGD (seed 004): tree sensitivity, exact noise, ledger records.
+
+Zero-out neighbours, the paper's relation; replace-one doubles every sensitivity.
+
+Clipping is always on, so the guarantee holds for **any** loss (convex or not) and any data,
+with no high-probability event: zeroing one record changes only the Delta_t of its batch, by at
+most ``c_t / B`` (``c_0 = clip_first``, ``c_t = clip_difference``), because Delta_t is divided by
+the fixed B. The tree releases every complete node sum plus N(0, sigma^2 I) (Lemma 8); leaf t
+lies in ``m_t`` complete nodes (``m_0 = floor(log2 T) + 1``, the most), so the release is a
+Gaussian mechanism of l2 sensitivity ``s = max_t c_t sqrt(m_t) / B``, i.e. exactly
+``(s / sigma)``-GDP, also under adaptivity (each node, given the earlier releases, is a Gaussian
+release whose sensitivity is c_t / B or 0). Every iterate is post-processing of the released
+nodes. sigma is the smallest std with ``gdp_delta(s / sigma, epsilon) <= delta`` (exact mu-GDP;
+all of delta goes to the Gaussian, since nothing holds only with high probability). The paper
+converts with ``mu = eps / sqrt(2 ln(1.25/delta))`` (Lemma 8) or ``sqrt(2 ln(2.5/delta))`` (Cor.
+9/13), which is invalid for large epsilon (notes/004.md §3.4); those values are returned in
+``info`` for comparison only. Independent variant: each step is a Gaussian release of
+sensitivity ``clip_first / B`` on a disjoint batch, so the fit is ``(clip_first / (B sigma))``-GDP
+by parallel composition. The batch assignment (a uniform permutation) is data-independent and
+no amplification is claimed, so exposing it (``info["batch_assignment"]``) costs no privacy.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+from typing import TYPE_CHECKING, NamedTuple
+
+import numpy as np
+
+from privopt._validate import check_count
+from privopt.accounting import (
+    GaussianEvent,
+    Neighbouring,
+    PrivacyLedger,
+    PrivacyReport,
+    calibrate_gaussian_sigma,
+    classical_gaussian_sigma,
+    gdp_epsilon,
+)
+
+if TYPE_CHECKING:
+    from privopt.algorithms.srgd_parameters import SRGDParameters
+
+__all__ = ["tree_leaf_levels"]
+
+#: Sensitivity factor of each neighbouring relation the analysis covers.
+NEIGHBOURING = {"zero-out": 1.0, "replace-one": 2.0}
+
+
+def tree_leaf_levels(steps: int) -> np.ndarray:
+    """``m_t``: the number of complete binary-tree nodes containing step t, for t < T.
+
+    Node (k, j) covers steps [j 2^k, (j + 1) 2^k) and is complete when (j + 1) 2^k <= T, so
+    leaf t is in one node per level k with ``((t >> k) + 1) << k <= T``. These are the column
+    norms squared of :meth:`privopt.noise.TreeAggregation.encoder_matrix`; ``m_0 =
+    floor(log2 T) + 1`` is the largest, and for T >= 2 leaf 1 attains it too.
+    """
+    steps = check_count("steps", steps)
+    t = np.arange(steps)
+    out = np.zeros(steps, dtype=int)
+    for k in range(steps.bit_length()):
+        out += (((t >> k) + 1) << k) <= steps
+    return out
+
+
+class NoiseCalibration(NamedTuple):
+    """The release's sensitivity, its exact noise and the paper's sigmas (for comparison)."""
+
+    levels: int
+    sensitivity: float
+    sigma: float
+    classical_sigma: float
+    paper_budget_sigma: float
+    corollary_sigma: float | None
+
+
+def calibrate_noise(
+    *,
+    variant: str,
+    setting: str,
+    neighbouring: str,
+    epsilon: float,
+    delta: float,
+    batch_size: int,
+    steps: int,
+    clip_first: float,
+    clip_difference: float | None,
+) -> NoiseCalibration:
+    """Sensitivity ``max_t c_t sqrt(m_t) / B`` (recursive) or ``clip_first / B`` (independent)
+    and the smallest sigma whose exact mu-GDP guarantee meets (epsilon, delta)."""
+    factor = NEIGHBOURING[neighbouring]
+    if variant == "recursive":
+        m = tree_leaf_levels(steps)
+        clips = np.full(steps, clip_difference)
+        clips[0] = clip_first
+        unit = float(np.max(clips * np.sqrt(m)))
+        levels = int(m[0])
+    else:
+        unit, levels = clip_first, 1
+    sensitivity = factor * unit / batch_size
+    sigma = calibrate_gaussian_sigma(epsilon, delta, sensitivity)
+    while gdp_epsilon(sensitivity / sigma, delta) > epsilon:  # the report's epsilon <= target
+        sigma *= 1.0 + 1e-12
+    classical = classical_gaussian_sigma(epsilon, delta, sensitivity)
+    paper_budget = sensitivity * math.sqrt(2.0 * math.log(2.5 / delta)) / epsilon
+    corollary = None
+    if variant == "recursive" and steps > 1:
+        clip_max = max(clip_first, clip_difference)  # type: ignore[type-var]
+        root = math.sqrt(math.log2(steps) * math.log(2.5 / delta))
+        scale = 2.0 * math.sqrt(2.0) if setting == "general" else 1.0
+        corollary = factor * scale * clip_max * root / (epsilon * batch_size)
+    return NoiseCalibration(levels, sensitivity, sigma, classical, paper_budget, corollary)
+
+
+def check_ledger(ledger: PrivacyLedger | None) -> PrivacyLedger:
+    """The ledger to record into (a new zero-out one for None); refuses add/remove neighbours."""
+    if ledger is None:
+        return PrivacyLedger(Neighbouring.ZERO_OUT)
+    if not isinstance(ledger, PrivacyLedger):
+        raise ValueError(f"Expected a PrivacyLedger, got {type(ledger).__name__}.")
+    if ledger.neighbouring.value not in NEIGHBOURING:
+        raise ValueError(
+            f"Accelerated-DP-SRGD is analysed under zero-out (or replace-one) neighbours; got a "
+            f"{ledger.neighbouring.value!r} ledger. Adding or removing a record would shift the "
+            "fixed batches and change n, on which B and T depend."
+        )
+    return ledger
+
+
+def record_release(
+    ledger: PrivacyLedger, params: SRGDParameters, partition: Hashable | None
+) -> None:
+    """Record the fit's one Gaussian release and the assumptions its guarantee rests on."""
+    recursive = params.variant == "recursive"
+    label = (
+        "binary-tree node sums of clipped SRG increments (Lemma 8)"
+        if recursive
+        else "independent Gaussian batch gradients (disjoint batches, parallel composition)"
+    )
+    ledger.record(GaussianEvent(params.sensitivity, params.sigma, label=label), partition=partition)
+    clips = f"first gradients clipped to {params.clip_first:.6g}"
+    if params.clip_difference is not None:
+        clips += (
+            f", weighted differences eta_t g(x_t) - eta_(t-1) g(x_(t-1)) clipped to "
+            f"{params.clip_difference:.6g}"
+        )
+    if recursive:
+        sensitivity_text = (
+            f"sensitivity {params.sensitivity:.6g} = max_t clip_t sqrt(m_t) / B over the "
+            f"{params.levels} tree levels (Lemma 8); every iterate is post-processing of "
+            "the released node sums"
+        )
+    else:
+        sensitivity_text = (
+            f"sensitivity {params.sensitivity:.6g} = clip_first / B per disjoint batch; "
+            "every iterate is post-processing of the noisy batch gradients"
+        )
+    for text in (
+        f"per-example {clips} (privacy holds for any loss, convex or not)",
+        f"single epoch: each record in exactly one of T = {params.steps} disjoint batches of "
+        f"B = {params.batch_size} (data-independent permutation; {params.unused_records} "
+        "records dropped)",
+        "batch means divided by the fixed B (zero-out: a zeroed record contributes 0)",
+        sensitivity_text,
+        "B, T, beta, radius and clipping thresholds chosen independently of the data",
+        "noise calibrated by exact mu-GDP (not the classical sqrt(2 ln(1.25/delta)) formula)",
+    ):
+        ledger.assume(text)
+
+
+def non_private_report(delta: float, neighbouring: str) -> PrivacyReport:
+    """The report of a ``noise=False`` run: epsilon = inf, nothing released privately."""
+    relation = Neighbouring(neighbouring)
+    return PrivacyReport(
+        epsilon=math.inf,
+        delta=delta,
+        rho=None,
+        mu=None,
+        accountant="none",
+        accountant_description="no privacy: noise=False (testing the optimiser only)",
+        neighbouring=relation.value,
+        neighbouring_description=relation.description,
+        composition="none (nothing private was released)",
+        num_partitions=0,
+        events=(),
+        assumptions=("NON-PRIVATE run: noise disabled (noise=False); no guarantee at all",),
+    )
