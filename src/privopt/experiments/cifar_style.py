@@ -40,19 +40,30 @@ over seeds (each seed redraws the batch assignment / Poisson samples and the noi
 from __future__ import annotations
 
 import json
-import math
 import time
 import warnings
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.accounting import PrivacyLedger, calibrate_dpsgd_noise
+from privopt.accounting import calibrate_dpsgd_noise
 from privopt.algorithms.ftrl import GenericModel, dp_ftrl, ftrl_participation
-from privopt.experiments._common import check_epsilons, reproduction_environment
+from privopt.experiments._common import (
+    COOLDOWN_FACTOR,
+    COOLDOWN_FRACTION,
+    check_dpsgd_accountant,
+    check_epsilons,
+    check_seeds,
+    cooldown_schedule,
+    dpsgd_poisson,
+    pyplot,
+    reproduction_environment,
+    save_figure,
+    t_halfwidth,
+)
 from privopt.noise import (
     Mechanism,
     Participation,
@@ -64,7 +75,6 @@ from privopt.noise import (
     optimal_cc,
     tune_nu,
 )
-from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
 
 __all__ = [
     "DEFAULT_HYPERPARAMETERS",
@@ -99,8 +109,6 @@ HYPERPARAMETER_SELECTION = (
     "(0, 0.9, 0.95) with lr / (1 - momentum) in [0.05, 20], clip norm 1. The test rows were "
     "never used for selection; the selection itself is not privacy-accounted (as in the paper)."
 )
-COOLDOWN_FRACTION = 0.25
-COOLDOWN_FACTOR = 0.05
 #: Public range of the digits pixels (scikit-learn's documentation: integers in 0..16).
 PIXEL_MAX = 16.0
 DEFAULT_EPSILONS = (1.0, 2.0, 4.0, 8.0, 16.0)
@@ -161,102 +169,7 @@ def multinomial_accuracy(
     return float(np.mean(np.argmax(X @ W, axis=1) == y))
 
 
-# -- tree aggregation as per-step noise --------------------------------------------------------
-# -- DP-SGD with Poisson sampling for a generic per-example gradient -----------------------------
-def _cooldown_schedule(base: float, steps: int) -> Callable[[int], float]:
-    start = steps - round(COOLDOWN_FRACTION * steps)
-
-    def schedule(step: int) -> float:
-        if step < start or steps == start:
-            return base
-        progress = (step - start + 1) / (steps - start)
-        return base * (1.0 - (1.0 - COOLDOWN_FACTOR) * progress)
-
-    return schedule
-
-
-def dpsgd_poisson(
-    X: np.ndarray,
-    y: np.ndarray,
-    *,
-    grad_fn: Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray],
-    w0: np.ndarray,
-    epsilon: float,
-    delta: float,
-    sample_rate: float,
-    steps: int,
-    clip_norm: float,
-    learning_rate: float | Callable[[int], float],
-    rng: np.random.Generator,
-    momentum: float = 0.0,
-    noise_multiplier: float | None = None,
-    accountant: str = "pld",
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """DP-SGD (Abadi et al. 2016) with Poisson sampling for any per-example gradient function.
-
-    Each step samples every record independently with probability q, sums the per-example
-    gradients clipped to ``clip_norm`` (through :class:`GenericModel`), adds
-    N(0, (sigma G)^2 I), divides by the **expected** batch size q n (never the realised one) and
-    takes a heavy-ball step (post-processing). sigma is calibrated by
-    :func:`calibrate_dpsgd_noise`; pass ``noise_multiplier`` to reuse a calibration made for the
-    same (epsilon, delta, q, steps, accountant). Returns the last iterate and ``info`` with the
-    noise multiplier and the fit's zero-out :class:`PrivacyLedger` holding one
-    :class:`PoissonSampledGaussianEvent` (``ledger.report(delta, accountant)`` is its privacy
-    report; the ``dp_accounting`` analysis is add/remove-one, which covers zero-out).
-    """
-    epsilon = check_positive("epsilon", epsilon)
-    delta = check_probability("delta", delta)
-    steps = check_count("steps", steps)
-    clip_norm = check_positive("clip_norm", clip_norm)
-    if not 0.0 <= momentum < 1.0:
-        raise ValueError(f"Expected momentum in [0, 1), got {momentum!r}.")
-    if not 0.0 < sample_rate <= 1.0:
-        raise ValueError(f"Expected sample_rate in (0, 1], got {sample_rate!r}.")
-    if noise_multiplier is None:
-        noise_multiplier = calibrate_dpsgd_noise(epsilon, delta, sample_rate, steps, accountant)
-    sigma = check_positive("noise_multiplier", noise_multiplier)
-    ledger = PrivacyLedger("zero-out")
-    n = X.shape[0]
-    plan = TrainingPlan(
-        n,
-        PoissonSampling(sample_rate, steps),
-        clip_norm,
-        noise_multiplier=sigma,
-        neighbouring="zero-out",
-        label="dp-sgd steps",
-    )
-    w, _, _ = execute(
-        plan,
-        GenericModel(grad_fn),
-        SGD(learning_rate, momentum),
-        X,
-        y,
-        rng=rng,
-        ledger=ledger,
-        w0=np.asarray(w0, dtype=float),
-    )
-    expected = plan.divisor
-    info = {
-        "noise_multiplier": sigma,
-        "sample_rate": sample_rate,
-        "steps": steps,
-        "expected_batch_size": expected,
-        "ledger": ledger,
-    }
-    return w, info
-
-
-# -- the experiment ----------------------------------------------------------------------------
-def _t_halfwidth(values: Sequence[float]) -> float | None:
-    """95% t-interval half-width of the mean (None with fewer than two values)."""
-    from scipy.stats import t as student_t
-
-    if len(values) < 2:
-        return None
-    spread = float(np.std(values, ddof=1))
-    return float(student_t.ppf(0.975, len(values) - 1) * spread / math.sqrt(len(values)))
-
-
+# -- the DP-FTRL mechanisms (DP-SGD is privopt.experiments._common.dpsgd_poisson) ---------------
 def _mechanism(method: str, steps: int, participation: Participation) -> tuple[Mechanism, dict]:
     if method == "nu-dp-ftrl":
         if participation.kind == "multiple":
@@ -300,6 +213,7 @@ def _tree_mechanism(steps: int, participation: Participation) -> tuple[Mechanism
     }
 
 
+# -- the experiment ----------------------------------------------------------------------------
 def _run_grid(
     x_train: np.ndarray,
     y_train: np.ndarray,
@@ -328,7 +242,7 @@ def _run_grid(
     results: dict[str, dict[str, dict[str, Any]]] = {}
     for method in methods:
         hp = hyperparameters[method]
-        schedule = _cooldown_schedule(hp["learning_rate"], steps)
+        schedule = cooldown_schedule(hp["learning_rate"], steps)
         per_eps: dict[str, dict[str, Any]] = {}
         if method != "dp-sgd":  # data-independent choices (nu, restarts): once per method
             mechanism, extra = _mechanism(method, steps, participation)
@@ -424,7 +338,7 @@ def _run_grid(
             entry.update(
                 accuracies=accuracies,
                 mean_accuracy=float(np.mean(accuracies)),
-                ci95_halfwidth=_t_halfwidth(accuracies),
+                ci95_halfwidth=t_halfwidth(accuracies),
                 reported_epsilons=reported,
                 reported_epsilon=float(max(reported)),
             )
@@ -443,12 +357,7 @@ def _non_private_accuracy(x_train, y_train, x_test, y_test) -> float:
 
 
 def _plot(path: Path, payload: dict) -> None:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(7, 4.5))
+    fig, ax = pyplot().subplots(figsize=(7, 4.5))
     lowest = 1.0
     for method, per_eps in payload["results"].items():
         eps = [v["target_epsilon"] for v in per_eps.values()]
@@ -472,9 +381,7 @@ def _plot(path: Path, payload: dict) -> None:
     ax.minorticks_off()
     ax.title.set_fontsize(9)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    save_figure(fig, path)
 
 
 def reproduce_cifar_style(
@@ -516,10 +423,7 @@ def reproduce_cifar_style(
     epsilons = check_epsilons(
         (QUICK_EPSILONS if quick else DEFAULT_EPSILONS) if epsilons is None else epsilons
     )
-    seeds = tuple(range(3) if quick else range(10)) if seeds is None else tuple(seeds)
-    if not seeds:
-        raise ValueError("Expected at least one seed.")
-    seeds = tuple(check_count("seed", s, minimum=0) for s in seeds)
+    seeds = check_seeds((range(3) if quick else range(10)) if seeds is None else seeds)
     epochs = check_count("epochs", (5 if quick else 20) if epochs is None else epochs)
     batch_size = check_count("batch_size", batch_size)
     delta = check_probability("delta", delta)
@@ -537,9 +441,7 @@ def reproduce_cifar_style(
         check_positive("clip_norm", hp["clip_norm"])
         if not 0.0 <= hp["momentum"] < 1.0:
             raise ValueError(f"Expected momentum in [0, 1), got {hp['momentum']!r}.")
-    accountant = ("rdp" if quick else "pld") if dpsgd_accountant is None else dpsgd_accountant
-    if accountant not in ("pld", "rdp"):
-        raise ValueError(f"Expected dpsgd_accountant in ('pld', 'rdp'), got {accountant!r}.")
+    accountant = check_dpsgd_accountant(dpsgd_accountant, quick)
 
     x_train, y_train, x_test, y_test = load_digits_split()
     n = x_train.shape[0]

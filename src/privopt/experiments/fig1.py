@@ -13,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privopt.experiments._common import pyplot, save_figure
 from privopt.noise import nu_beta
 from privopt.theory import optimal_to_dpsgd_ratio
 
@@ -26,11 +27,7 @@ def reproduce_fig1(
 
     Closed forms only, so ``quick`` changes nothing (accepted for a uniform interface).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     grid = np.logspace(-3, np.log10(1.99), 200)
@@ -52,9 +49,7 @@ def reproduce_fig1(
     axes[2].set(xlabel="omega", ylabel="|B*(omega)|^2", title="beta* in frequency")
     axes[1].legend()
     axes[2].legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig1.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "fig1.png")
     payload = {
         "figure": "fig1",
         "ratio": {f"{e:g}": optimal_to_dpsgd_ratio(e) for e in (0.001, 0.01, 0.1, 0.5, 1.0)},

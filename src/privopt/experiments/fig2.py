@@ -24,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from privopt.experiments._common import pyplot, save_figure
 from privopt.noise import independent, nu_dpftrl
 from privopt.theory import effective_dimension, linear_regression_f_inf
 from privopt.theory.simulation import simulate_linear_regression_f_inf
@@ -92,11 +93,7 @@ def reproduce_fig2(
     Default size (d up to 256, alpha panel at d = 128) takes a few minutes on 2 cores; ``quick``
     uses d up to 64 (alpha panel at d = 64) with 16 chains per point; the default 12.
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -148,9 +145,7 @@ def reproduce_fig2(
         ax.set(xscale="log", yscale="log", xlabel=labels[name], ylabel="F_inf")
         ax.legend(fontsize=7)
     fig.suptitle("Seed 001, Fig. 2: stationary excess risk (rho = G = 1, sigma_sgd = 0)")
-    fig.tight_layout()
-    fig.savefig(out / "fig2.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "fig2.png")
     payload = {
         "figure": "fig2",
         "settings": {

@@ -29,6 +29,7 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+from privopt.experiments._common import pyplot, save_figure
 from privopt.noise import independent, nu_dpftrl
 from privopt.theory.convex_bound import (
     DEFAULT_KNOTS,
@@ -76,11 +77,7 @@ def reproduce_fig3(
         multiplier_knots, solver: passed to the bound.
         iterations: maximum alternation rounds for Optimized (default 8, quick 3).
     """
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
+    plt = pyplot()
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     if kappas is None:
@@ -150,9 +147,7 @@ def reproduce_fig3(
     axes[1].semilogx(kappas, ratio_opt, marker="o", label="DP-SGD / Optimized")
     axes[1].set(xlabel="condition number kappa = L / mu", ylabel="ratio of bounds", title="gap")
     axes[1].legend()
-    fig.tight_layout()
-    fig.savefig(out / "fig3.png", dpi=100)
-    plt.close(fig)
+    save_figure(fig, out / "fig3.png")
 
     payload = {
         "figure": "fig3",
