@@ -93,7 +93,9 @@ def test_report_sensitivity_matches_the_levels_and_epsilon_the_target():
         residual="fixed",
         threshold=1.0,
     )
-    levels = math.ceil(math.log2(100)) + 1  # 8
+    # floor(log2 100) + 1 = 7 levels hold a complete node containing step 0 (the most any leaf
+    # belongs to); the note's ceil(log2 T) + 1 = 8 counted a level whose node never completes
+    levels = math.floor(math.log2(100)) + 1
     assert fit.info["levels"] == levels
     event = fit.report.events[0]
     assert event.parameters["sensitivity"] == pytest.approx(2 * math.sqrt(levels))  # replace-one

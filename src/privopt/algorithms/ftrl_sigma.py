@@ -11,11 +11,14 @@ For t = 0..N-1 (one training example per step, w_0 = 0), with notes/003.md §2.1
 
 The clipping norm is the non-squared Mahalanobis norm sqrt(v^T Σ^{-1} v) with the same Σ as the
 noise (notes/003.md §1 [FIX], §3.4 item 1); ||x (x^T w - y)||_{Σ^-1} = |x^T w - y| ||x||_{Σ^-1}, so
-no d x d matrix is formed. The tree is :class:`privopt.noise.PrefixSumTree` (popcount(t + 1) nodes
-per prefix, noise drawn once per node at completion).
+no d x d matrix is formed. The tree is :class:`privopt.noise.PrefixSumTree`, the streaming form of
+:class:`~privopt.noise.TreeAggregation` (popcount(t + 1) nodes per prefix, noise drawn once per
+node at completion, at the scale passed then).
 
 Privacy (Theorem 4.1 with notes/003.md §3.3's [FIX]). A training example is a leaf of the tree and
-touches the k = ceil(log2 N) + 1 nodes of its root path; each is a Gaussian mechanism with
+belongs to at most k = floor(log2 N) + 1 complete nodes (:meth:`TreeAggregation.levels`; the
+note's ceil(log2 N) + 1 also counts a level whose node never completes when N is not a power of
+two); each is a Gaussian mechanism with
 Mahalanobis sensitivity 2 psi (replace-one: two clipped vectors differ by at most 2 psi; psi
 under zero-out) against noise tau psi_max >= tau psi. So the tree is exactly mu-GDP with
 mu = 2 sqrt(k) / tau (replace-one), and tau is calibrated from the exact GDP conversion

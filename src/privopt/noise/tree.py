@@ -123,12 +123,20 @@ class TreeAggregation(Mechanism):
             c[i, j << k : (j + 1) << k] = 1.0
         return c
 
+    @staticmethod
+    def levels(steps: int) -> int:
+        """floor(log2 T) + 1: the levels holding a complete node that contains step 0, the most
+        complete nodes any leaf belongs to (so the single-participation sensitivity^2). The
+        bound ceil(log2 T) + 1 of notes/003.md §3.4 item 3 counts a level whose node containing
+        step 0 never completes when T is not a power of two; both agree at powers of two."""
+        return check_count("steps", steps).bit_length()
+
     def anytime_sensitivity_squared(self) -> float:
         return math.inf  # the number of levels grows without bound
 
     def _horizon_sensitivity_squared(self, steps: int, participation: Participation) -> float:
         if participation.kind == "single":
-            return float(steps.bit_length())  # floor(log2 T) + 1 levels contain step 0
+            return float(self.levels(steps))
         return dense_minsep_upper_bound_squared(
             self.encoder_matrix(steps),
             participation.min_sep,  # type: ignore[arg-type]
@@ -168,6 +176,23 @@ class TreeStream(NoiseStream):
         super().__init__(dim, std, source, covariance)
         self.variance_reduction = variance_reduction
         self._nodes: dict[tuple[int, int], np.ndarray] = {}
+        self._node_scale = 1.0
+
+    def next_scaled(self, scale: float) -> np.ndarray:
+        """:meth:`next` with the nodes completing at this step drawn at ``scale`` times ``std``.
+
+        A node's noise is drawn once, when it completes, so a caller that passes a running
+        maximum of per-step scales (seed 003's ``tau psi_max``) gives every node a scale that
+        covers all of its leaves. Earlier nodes keep the scale they were drawn with.
+        """
+        scale = float(scale)
+        if not (scale >= 0.0 and math.isfinite(scale)):
+            raise ValueError(f"Expected a finite node scale >= 0, got {scale!r}.")
+        self._node_scale = scale
+        try:
+            return self.next()
+        finally:
+            self._node_scale = 1.0
 
     def _combine(self, t: int) -> np.ndarray:
         wanted = prefix_nodes(t)
@@ -195,7 +220,8 @@ class TreeStream(NoiseStream):
 
     def _draw(self, node: tuple[int, int]) -> np.ndarray:
         k, j = node
-        return self.source.draw((k + 1, j), self.dim)
+        value = self.source.draw((k + 1, j), self.dim)
+        return value if self._node_scale == 1.0 else self._node_scale * value
 
     def _buffers(self) -> dict[str, Any]:
         return {"nodes": {node: v.copy() for node, v in self._nodes.items()}}
@@ -285,16 +311,21 @@ def as_step_noise(mechanism: Mechanism) -> Mechanism:
 
 
 class PrefixSumTree:
-    """Streaming binary-tree aggregation with a per-node noise scale (seed 003, Algorithm 3).
+    """Streaming noisy prefix sums with a per-node noise scale (seed 003, Algorithm 3).
 
     ``add(g, std)`` takes the step's vector and returns the noisy prefix sum sum_{j<=t} g_j plus
     the noises of the popcount(t + 1) complete nodes of the dyadic decomposition of [0, t]
-    (notes/003.md §2.3 [FIX] and its streaming form). A node draws its noise once, when it
-    completes (its last leaf arrives), from N(0, std^2 Σ) with the ``std`` passed at that step:
-    callers pass a running maximum so a node's scale covers all of its leaves. Children's noises
-    leave the decomposition when their parent completes. Memory O(d log T); the exact running sum
-    is internal and never released. Unit noises are drawn ``batch`` at a time from
-    ``covariance.sample`` (a low-rank Σ reads its whole factor per call).
+    (notes/003.md §2.3 [FIX] and its streaming form). It is :class:`TreeAggregation`'s stream
+    (one tree implementation): a node draws its noise once, when it completes, from
+    N(0, std^2 Σ) with the ``std`` passed at that step (:meth:`TreeStream.next_scaled`); callers
+    pass a running maximum so a node's scale covers all of its leaves. Memory O(d log T); the
+    exact running sum is internal and never released. The noise key is drawn from ``rng``.
+
+    Args:
+        dim: d.
+        rng: draws the 128-bit key of the counter-based noise source.
+        covariance: Σ (a :mod:`privopt.noise` covariance operator), None for the identity.
+        batch: unused (kept for compatibility: node noises are drawn per node).
     """
 
     def __init__(
@@ -305,42 +336,21 @@ class PrefixSumTree:
         batch: int = 64,
     ) -> None:
         self.dim = check_count("dim", dim)
-        self.rng = rng
-        self.covariance = covariance
+        check_count("batch", batch)
         if covariance is not None and getattr(covariance, "dim", dim) != dim:
             raise ValueError(f"covariance has dimension {covariance.dim}, expected {dim}.")
-        self.batch = check_count("batch", batch)
+        self.covariance = covariance
+        self._stream = TreeAggregation().noise_stream(self.dim, 1.0, rng, covariance=covariance)
         self.total = np.zeros(self.dim)
-        self.stack: list[tuple[int, np.ndarray]] = []  # (height, noise) of complete nodes
         self.steps = 0
-        self._pool = np.zeros((0, self.dim))
-
-    def _unit_noise(self) -> np.ndarray:
-        if self._pool.shape[0] == 0:
-            if self.covariance is None:
-                self._pool = self.rng.standard_normal((self.batch, self.dim))
-            else:
-                self._pool = np.atleast_2d(self.covariance.sample(self.rng, self.batch))
-        out, self._pool = self._pool[0], self._pool[1:]
-        return out
 
     def add(self, g: np.ndarray, std: float) -> np.ndarray:
         """Accept step t's vector; return the noisy prefix sum through step t."""
         self.total += g
-        self.stack.append((0, std * self._unit_noise() if std > 0 else np.zeros(self.dim)))
-        while len(self.stack) >= 2 and self.stack[-1][0] == self.stack[-2][0]:
-            height = self.stack[-1][0]
-            del self.stack[-2:]
-            noise = std * self._unit_noise() if std > 0 else np.zeros(self.dim)
-            self.stack.append((height + 1, noise))
         self.steps += 1
-        out = self.total.copy()
-        for _, noise in self.stack:
-            out += noise
-        return out
+        return self.total + self._stream.next_scaled(std)
 
     @staticmethod
     def levels(steps: int) -> int:
-        """k = ceil(log2 T) + 1: the nodes on one leaf's root path (notes/003.md §3.4 item 3)."""
-        steps = check_count("steps", steps)
-        return math.ceil(math.log2(steps)) + 1
+        """Tree levels a leaf's noise can come from: :meth:`TreeAggregation.levels`."""
+        return TreeAggregation.levels(steps)
