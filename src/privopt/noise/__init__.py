@@ -13,6 +13,7 @@ from privopt.noise.base import (
     Participation,
     SeededNoiseSource,
 )
+from privopt.noise.blt import BLTMechanism, BLTStream, optimize_blt
 from privopt.noise.covariance import (
     CovarianceOperator,
     DiagonalCovariance,
@@ -55,6 +56,8 @@ from privopt.noise.tuning import NuChoice, tune_nu
 __all__ = [
     "SECRET_SEED_ASSUMPTION",
     "SECURE_ASSUMPTION",
+    "BLTMechanism",
+    "BLTStream",
     "CovarianceOperator",
     "DenseMechanism",
     "DiagonalCovariance",
@@ -88,6 +91,7 @@ __all__ = [
     "nu_c",
     "nu_dpftrl",
     "optimal_cc",
+    "optimize_blt",
     "prefix_nodes",
     "secure_generator",
     "tune_nu",
