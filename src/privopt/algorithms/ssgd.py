@@ -18,6 +18,7 @@ epsilon and refuses targets outside the validity region. The permutation must st
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -61,10 +62,13 @@ def max_ssgd_epsilon(n: int, delta: float) -> float:
     return _epsilon_or_inf(hi, n, delta)
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_ssgd_noise(epsilon: float, n: int, delta: float) -> float:
     """Smallest noise multiplier alpha (to 1e-6 relative) certifying (epsilon, delta) by FMT21.
 
     Raises ``ValueError`` when epsilon is above what the closed form can certify for n records.
+    A pure function of public inputs that costs seconds (about 80 evaluations of the shuffling
+    bound, each an inner search), so results are memoised.
     """
     epsilon = check_positive("epsilon", epsilon)
     n = check_count("n", n)
