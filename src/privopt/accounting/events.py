@@ -26,6 +26,7 @@ probability adds to delta).
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any, ClassVar
@@ -104,6 +105,11 @@ class PrivacyEvent:
         """The event's fields except its label, as a plain dict."""
         return {f.name: getattr(self, f.name) for f in fields(self) if f.name != "label"}
 
+    def _check_fields(self, **checks: Callable[[str, Any], Any]) -> None:
+        """Replace each named field by ``check(name, value)`` (in order; frozen-safe)."""
+        for name, check in checks.items():
+            object.__setattr__(self, name, check(name, getattr(self, name)))
+
 
 @dataclass(frozen=True)
 class GaussianEvent(PrivacyEvent):
@@ -121,9 +127,7 @@ class GaussianEvent(PrivacyEvent):
     mechanism: ClassVar[str] = "gaussian"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sensitivity", check_nonnegative("sensitivity", self.sensitivity))
-        object.__setattr__(self, "std", check_positive("std", self.std))
-        object.__setattr__(self, "count", check_count("count", self.count))
+        self._check_fields(sensitivity=check_nonnegative, std=check_positive, count=check_count)
 
     @property
     def mu(self) -> float:
@@ -153,11 +157,9 @@ class PoissonSampledGaussianEvent(PrivacyEvent):
     )
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+        self._check_fields(
+            noise_multiplier=check_positive, sample_rate=check_sample_rate, count=check_count
         )
-        object.__setattr__(self, "sample_rate", check_sample_rate("sample_rate", self.sample_rate))
-        object.__setattr__(self, "count", check_count("count", self.count))
 
 
 @dataclass(frozen=True)
@@ -177,10 +179,7 @@ class ShuffledGaussianEvent(PrivacyEvent):
     relations: ClassVar[frozenset[Neighbouring]] = frozenset({Neighbouring.REPLACE_ONE})
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
-        )
-        object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
+        self._check_fields(noise_multiplier=check_positive, num_records=check_count)
 
     def epsilon(self, delta: float) -> float:
         """Central epsilon at ``delta`` by FMT21 (raises outside the validity region)."""
@@ -207,12 +206,12 @@ class SampledGaussianEvent(PrivacyEvent):
     relations: ClassVar[frozenset[Neighbouring]] = frozenset({Neighbouring.REPLACE_ONE})
 
     def __post_init__(self) -> None:
-        object.__setattr__(
-            self, "noise_multiplier", check_positive("noise_multiplier", self.noise_multiplier)
+        self._check_fields(
+            noise_multiplier=check_positive,
+            population=check_count,
+            sample_size=check_count,
+            count=check_count,
         )
-        object.__setattr__(self, "population", check_count("population", self.population))
-        object.__setattr__(self, "sample_size", check_count("sample_size", self.sample_size))
-        object.__setattr__(self, "count", check_count("count", self.count))
         if self.sample_size > self.population:
             raise ValueError(
                 f"sample_size={self.sample_size} exceeds the population {self.population}."
@@ -286,9 +285,7 @@ class ApproxDPEvent(PrivacyEvent):
     mechanism: ClassVar[str] = "approximate-dp"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "epsilon", check_positive("epsilon", self.epsilon))
-        object.__setattr__(self, "delta", check_probability("delta", self.delta))
-        object.__setattr__(self, "count", check_count("count", self.count))
+        self._check_fields(epsilon=check_positive, delta=check_probability, count=check_count)
 
     def composed_epsilon(self, delta: float) -> float:
         """epsilon at ``delta`` of the ``count``-fold composition (PLD, pessimistic)."""

@@ -284,9 +284,17 @@ def rows_needed(
         if not kurtosis >= 1.0:
             raise ValueError(f"Expected kurtosis >= 1 (E r^2 >= (E r)^2), got {kurtosis!r}.")
         return math.ceil(8.0 * kurtosis * math.log(1.0 / alpha))
-    if epsilon is None or delta is None:
-        raise ValueError("Option 2 (private) needs the per-call epsilon and delta.")
-    plan = histogram_plan(
+    need = "Option 2 (private) needs the per-call epsilon and delta."
+    return _private_plan(epsilon, delta, horizon, accuracy, failure_prob, min_group_size, need).rows
+
+
+def _private_plan(
+    epsilon, delta, horizon, accuracy, failure_prob, min_group_size, need: str
+) -> HistogramPlan:
+    """Option 2's :func:`histogram_plan`; ``need`` is the error if a budget input is missing."""
+    if epsilon is None or delta is None or horizon is None:
+        raise ValueError(need)
+    return histogram_plan(
         epsilon,
         delta,
         horizon,
@@ -294,7 +302,6 @@ def rows_needed(
         failure_prob=failure_prob,
         min_group_size=min_group_size,
     )
-    return plan.rows
 
 
 # -- the estimator -------------------------------------------------------------------------------
@@ -432,16 +439,8 @@ def residual_estimate(
         )
 
     # -- option 2: validate everything public before touching the data values ----------------
-    if epsilon is None or delta is None or horizon is None:
-        raise ValueError("Option 2 (private) needs epsilon, delta and horizon.")
-    plan = histogram_plan(
-        epsilon,
-        delta,
-        horizon,
-        accuracy=accuracy,
-        failure_prob=failure_prob,
-        min_group_size=min_group_size,
-    )
+    need = "Option 2 (private) needs epsilon, delta and horizon."
+    plan = _private_plan(epsilon, delta, horizon, accuracy, failure_prob, min_group_size, need)
     if rng is None:
         raise ValueError("Option 2 (private) needs an rng for the Laplace noise.")
     if ledger is None:

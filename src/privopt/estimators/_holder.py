@@ -25,7 +25,7 @@ from privopt.algorithms.preprocess import (
     private_bounds_by_label,
 )
 from privopt.algorithms.srgd import accelerated_dp_srgd
-from privopt.estimators._base import PrivateEstimator
+from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator
 
 __all__ = ["HolderSGDEstimator"]
 
@@ -65,18 +65,11 @@ class HolderSGDEstimator(PrivateEstimator):
         "loss": [str],
         "perturbation": [StrOptions(set(PERTURBATIONS))],
         "method": [StrOptions(set(METHODS))],
-        "epsilon": [Interval(numbers.Real, 0, None, closed="neither")],
-        "delta": [Interval(numbers.Real, 0, 1, closed="neither")],
-        "fit_intercept": ["boolean"],
-        "feature_bounds": [None, "array-like"],
+        **SHARED_CONSTRAINTS,
         "radius": [None, StrOptions({"auto"}), Interval(numbers.Real, 0, None, closed="neither")],
         "steps": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "learning_rate": [None, Interval(numbers.Real, 0, None, closed="neither")],
         "accounting": [StrOptions(set(ACCOUNTING))],
-        "preprocess_fraction": [Interval(numbers.Real, 0, 0.5, closed="neither")],
-        "random_state": [None, "random_state", np.random.Generator],
-        "diagnostics": ["boolean"],
-        "secure_mode": ["boolean"],
     }
 
     # -- shared steps --------------------------------------------------------------------------
@@ -134,14 +127,13 @@ class HolderSGDEstimator(PrivateEstimator):
         elif radius == "auto":
             lipschitz = math.isfinite(loss.lipschitz(x_bound, y_bound, None))
             radius = LIPSCHITZ_RADIUS if lipschitz else NON_LIPSCHITZ_RADIUS
+        # the arguments every engine takes; SGD adds its schedule (eta, steps)
         common = dict(
             epsilon=self.epsilon,
             delta=self.delta,
             x_bound=x_bound,
             y_bound=y_bound,
             radius=radius,
-            eta=eta,
-            steps=steps,
             rng=rng,
             ledger=ledger,
             partition="fit",
@@ -155,24 +147,12 @@ class HolderSGDEstimator(PrivateEstimator):
                     "'squared_hinge' or 'huber' (seed 004's analysis clips gradient "
                     "differences, whose bound needs smoothness)."
                 )
-            return accelerated_dp_srgd(
-                Z,
-                t,
-                loss,
-                epsilon=self.epsilon,
-                delta=self.delta,
-                radius=radius,
-                rng=rng,
-                setting="interior",
-                x_bound=x_bound,
-                y_bound=y_bound,
-                ledger=ledger,
-                partition="fit",
-                diagnostics=self.diagnostics,
-            )
+            return accelerated_dp_srgd(Z, t, loss, setting="interior", **common)
         if self.perturbation == "gradient":
-            return dp_sgd_gradient(Z, t, loss, accounting=self.accounting, **common)
-        return dp_sgd_output(Z, t, loss, **common)
+            return dp_sgd_gradient(
+                Z, t, loss, eta=eta, steps=steps, accounting=self.accounting, **common
+            )
+        return dp_sgd_output(Z, t, loss, eta=eta, steps=steps, **common)
 
     def _store(self, fit, info: dict[str, Any]) -> None:
         self.privacy_report_ = fit.report

@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import numbers
 from typing import Any
 
 import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.utils._param_validation import Interval, StrOptions
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privopt.accounting import PrivacyLedger, gdp_mu
@@ -19,15 +18,13 @@ from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
 from privopt.algorithms.preprocess import (
     MIN_CHUNK_ROWS,
     LinearBounds,
-    check_feature_bounds,
     preprocessing_share,
     private_bounds_by_label,
     private_second_moment,
-    public_bounds,
 )
 from privopt.algorithms.result import FitTrace
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, practical_learning_rate
-from privopt.estimators._base import PrivateEstimator
+from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator, public_linear_bounds
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
 
 __all__ = ["DPLinearRegression"]
@@ -110,17 +107,10 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
     """
 
     _parameter_constraints: dict = {  # noqa: RUF012 (scikit-learn's declarative contract)
-        "epsilon": [Interval(numbers.Real, 0, None, closed="neither")],
-        "delta": [Interval(numbers.Real, 0, 1, closed="neither")],
+        **SHARED_CONSTRAINTS,
         "method": [StrOptions(set(METHODS))],
-        "fit_intercept": ["boolean"],
-        "feature_bounds": [None, "array-like"],
         "target_bounds": [None, "array-like"],
-        "preprocess_fraction": [Interval(numbers.Real, 0, 0.5, closed="neither")],
         "public_X": [None, "array-like"],
-        "random_state": [None, "random_state", np.random.Generator],
-        "diagnostics": ["boolean"],
-        "secure_mode": ["boolean"],
     }
 
     def __init__(
@@ -210,15 +200,11 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             )
 
     def _bounds(self, X, y, label, pre_share, mu, rng, ledger) -> LinearBounds:
-        if (self.feature_bounds is None) != (self.target_bounds is None):
-            raise ValueError("Give both feature_bounds and target_bounds, or neither.")
-        if self.feature_bounds is not None:
-            fb = check_feature_bounds(self.feature_bounds, X.shape[1])
-            tb = np.asarray(self.target_bounds, dtype=float).ravel()
-            if tb.shape != (2,):
-                raise ValueError("target_bounds must be a (low, high) pair.")
-            ledger.assume("features and target clipped to the public bounds given by the user")
-            return public_bounds(fb, (tb[0], tb[1]), self.fit_intercept)
+        bounds = public_linear_bounds(
+            self.feature_bounds, self.target_bounds, X.shape[1], self.fit_intercept, ledger
+        )
+        if bounds is not None:
+            return bounds
         return private_bounds_by_label(
             X,
             y,

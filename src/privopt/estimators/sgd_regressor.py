@@ -9,7 +9,7 @@ import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from privopt.algorithms.preprocess import check_feature_bounds, public_bounds
+from privopt.estimators._base import public_linear_bounds
 from privopt.estimators._holder import HolderSGDEstimator
 from privopt.losses import get_loss
 
@@ -101,16 +101,11 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         rng, ledger = self._start()
         loss = self._loss()
         X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
-        if (self.feature_bounds is None) != (self.target_bounds is None):
-            raise ValueError("Give both feature_bounds and target_bounds, or neither.")
-        if self.feature_bounds is not None:
-            fb = check_feature_bounds(self.feature_bounds, X.shape[1])
-            tb = np.asarray(self.target_bounds, dtype=float).ravel()
-            if tb.shape != (2,):
-                raise ValueError("target_bounds must be a (low, high) pair.")
-            bounds = public_bounds(fb, (tb[0], tb[1]), self.fit_intercept)
+        bounds = public_linear_bounds(
+            self.feature_bounds, self.target_bounds, X.shape[1], self.fit_intercept, ledger
+        )
+        if bounds is not None:
             rows = np.arange(X.shape[0])
-            ledger.assume("features and target clipped to the public bounds given by the user")
         else:
             bounds, rows = self._private_bounds(X, y, rng, ledger)
         Z, t = bounds.transform(X[rows], y[rows])

@@ -32,9 +32,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from privopt._validate import check_count, check_finite, check_nonnegative, check_positive
+from privopt._validate import check_count, check_finite, check_positive
 from privopt.noise import Mechanism, ToeplitzMechanism
 from privopt.theory.mean_estimation import (
+    _check_noise_terms,
     lti_noise_variance,
     toeplitz_quadratic,
     truncation_length,
@@ -79,9 +80,7 @@ def _check_setting(eta, eigenvalues) -> tuple[float, np.ndarray]:
 
 def _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd):
     eta, lam = _check_setting(eta, eigenvalues)
-    rho = check_positive("rho", rho)
-    clip = check_positive("clip", clip)
-    sigma_sgd = check_nonnegative("sigma_sgd", sigma_sgd)
+    rho, clip, sigma_sgd = _check_noise_terms(rho, clip, sigma_sgd)
     sigma_sq = lti_noise_variance(mechanism, rho, clip)
     beta = mechanism.beta(truncation_length(eta * float(lam.min())))
     t = np.array([toeplitz_quadratic(beta, 1.0 - eta * lj) for lj in lam])
@@ -204,9 +203,7 @@ def linear_regression_best_lower_bound(
     for the smooth periodic h); attained by :func:`lower_bound_mechanism`.
     """
     eta, lam, grid_size = _check_grid_setting(eta, eigenvalues, grid_size)
-    rho = check_positive("rho", rho)
-    clip = check_positive("clip", clip)
-    sigma_sgd = check_nonnegative("sigma_sgd", sigma_sgd)
+    rho, clip, sigma_sgd = _check_noise_terms(rho, clip, sigma_sgd)
     integral = 2.0 * np.pi * float(np.mean(np.sqrt(_h_on_grid(eta, lam, grid_size))))
     sgd = 0.5 * float(np.sum(eta * sigma_sgd**2 * lam / (2.0 - eta * lam)))
     return sgd + eta**2 * clip**2 / (16.0 * np.pi**2 * rho) * integral**2

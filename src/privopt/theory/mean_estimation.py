@@ -47,6 +47,15 @@ def check_learning_rate(eta: float) -> float:
     return eta
 
 
+def _check_noise_terms(rho: float, clip: float, sigma_sgd: float) -> tuple[float, float, float]:
+    """(rho, clip, sigma_sgd) of an F_inf formula, checked: rho > 0, clip > 0, sigma_sgd >= 0."""
+    return (
+        check_positive("rho", rho),
+        check_positive("clip", clip),
+        check_nonnegative("sigma_sgd", sigma_sgd),
+    )
+
+
 def toeplitz_quadratic(beta: np.ndarray, r: float) -> float:
     """<beta, T_r beta> = sum_{t,tau} beta_t beta_tau r^{|t - tau|} (|r| < 1), in O(len(beta))."""
     r = check_finite("r", r)
@@ -89,9 +98,7 @@ def mean_estimation_f_inf(
     calibration holds for every horizon) and for eta outside (0, 2).
     """
     eta = check_learning_rate(eta)
-    rho = check_positive("rho", rho)
-    clip = check_positive("clip", clip)
-    sigma_sgd = check_nonnegative("sigma_sgd", sigma_sgd)
+    rho, clip, sigma_sgd = _check_noise_terms(rho, clip, sigma_sgd)
     sigma_sq = lti_noise_variance(mechanism, rho, clip)
     beta = mechanism.beta(truncation_length(min(eta, 2.0 - eta)))
     quad = toeplitz_quadratic(beta, 1.0 - eta)
@@ -103,11 +110,8 @@ def mean_estimation_f_inf_dpsgd(
 ) -> float:
     """Closed form for DP-SGD (B = I): eta/(2 - eta) (G^2/(2 rho) + sigma_sgd^2)."""
     eta = check_learning_rate(eta)
-    rho = check_positive("rho", rho)
-    clip = check_positive("clip", clip)
-    return (
-        eta / (2.0 - eta) * (clip**2 / (2.0 * rho) + check_nonnegative("sigma_sgd", sigma_sgd) ** 2)
-    )
+    rho, clip, sigma_sgd = _check_noise_terms(rho, clip, sigma_sgd)
+    return eta / (2.0 - eta) * (clip**2 / (2.0 * rho) + sigma_sgd**2)
 
 
 def mean_estimation_f_inf_optimal(
@@ -115,11 +119,10 @@ def mean_estimation_f_inf_optimal(
 ) -> float:
     """Closed form for beta* (Theorem 2.1): 2 eta^2 G^2 K(1-eta)^2/(pi^2 rho) + noise term."""
     eta = check_learning_rate(eta)
-    rho = check_positive("rho", rho)
-    clip = check_positive("clip", clip)
+    rho, clip, sigma_sgd = _check_noise_terms(rho, clip, sigma_sgd)
     k = float(ellipk((1.0 - eta) ** 2))
     privacy = 2.0 * eta**2 * clip**2 * k**2 / (math.pi**2 * rho)
-    return privacy + eta * check_nonnegative("sigma_sgd", sigma_sgd) ** 2 / (2.0 - eta)
+    return privacy + eta * sigma_sgd**2 / (2.0 - eta)
 
 
 def optimal_to_dpsgd_ratio(eta: float) -> float:
