@@ -474,3 +474,23 @@ def test_fit_secure_mode_and_its_conflict_with_seed(capsys, tmp_path, regression
     assert code == 0, err
     report = json.loads(out)["privacy_report"]
     assert any("secure mode" in a for a in report["assumptions"])
+
+
+def test_fit_neighbouring_option(capsys, tmp_path, regression_csv):
+    path, _, _ = regression_csv
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    args = ["fit", str(path), "--target", "y", "--bounds", str(bounds), "--seed", "0"]
+    code, out, err = run(
+        capsys, *args, "--method", "adassp", "--neighbouring", "zero-out", "--json",
+        "--out", str(tmp_path / "m.json"),
+    )  # fmt: skip
+    assert code == 0, err
+    assert json.loads(out)["neighbouring"] == "zero-out"
+    code, _, err = run(
+        capsys, *args, "--method", "dpsgd", "--neighbouring", "replace-one",
+        "--out", str(tmp_path / "n.json"),
+    )  # fmt: skip
+    assert code == 2 and "zero-out" in err and len(err.strip().splitlines()) == 1

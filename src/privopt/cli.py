@@ -327,6 +327,13 @@ def fit(
             "only (omit for fresh noise).",
         ),
     ] = None,
+    neighbouring: Annotated[
+        str,
+        typer.Option(
+            "--neighbouring",
+            help="auto (each method's own), zero-out (every method) or replace-one (not dpsgd).",
+        ),
+    ] = "auto",
     secure: Annotated[
         bool,
         typer.Option(
@@ -353,6 +360,7 @@ def fit(
         target_bounds=target_bounds,
         random_state=seed,
         secure_mode=secure,
+        neighbouring=neighbouring,
     )
     console = Console(stderr=as_json)
     with Progress(

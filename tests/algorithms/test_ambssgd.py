@@ -596,11 +596,16 @@ def test_config_accepts_margin(margin):
 def test_refuses_add_remove_ledger():
     cfg = small_config()
     Z, t = np.zeros((cfg.records_needed, 2)), np.zeros(cfg.records_needed)
-    for relation in ("add-remove", "zero-out"):
-        ledger = PrivacyLedger(relation)
-        with pytest.raises(ValueError, match="replace-one"):
-            dp_ambssgd(Z, t, cfg, rng=np.random.default_rng(0), ledger=ledger)
-        assert ledger.entries == ()
+    ledger = PrivacyLedger("add-remove")
+    with pytest.raises(ValueError, match="replace-one"):
+        dp_ambssgd(Z, t, cfg, rng=np.random.default_rng(0), ledger=ledger)
+    assert ledger.entries == ()
+    # zero-out: the replace-one sensitivities bound zero-out's, recorded unchanged and stated
+    replace, zero = PrivacyLedger("replace-one"), PrivacyLedger("zero-out")
+    dp_ambssgd(Z, t, cfg, rng=np.random.default_rng(0), ledger=replace)
+    dp_ambssgd(Z, t, cfg, rng=np.random.default_rng(0), ledger=zero)
+    assert zero.events == replace.events
+    assert any("bound zero-out" in a for a in zero.assumptions)
 
 
 def test_refuses_too_few_rows():

@@ -154,3 +154,27 @@ EXPECTED_FAILURES = {
 )
 def test_sklearn_compatible(estimator, check):
     check(estimator)
+
+
+@pytest.mark.parametrize("method", ["adassp", "ambssgd", "dpsgd", "ftrl-sigma"])
+def test_one_relation_for_every_method_on_request(method):
+    # issue 13 item 4: neighbouring="zero-out" accounts every method under one relation, so
+    # methods compare at one guarantee; replace-one is refused for Poisson DP-SGD only.
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, size=(60_000, 3))
+    y = X @ np.ones(3) + 0.1 * rng.normal(size=60_000)
+    kwargs = dict(method=method, feature_bounds=(-1, 1), target_bounds=(-4, 4), random_state=0)
+    zero = DPLinearRegression(neighbouring="zero-out", **kwargs).fit(X, y)
+    assert zero.privacy_report_.neighbouring == "zero-out"
+    assert zero.privacy_report_.epsilon <= 1.0
+    if method == "dpsgd":
+        with pytest.raises(ValueError, match="neighbouring='zero-out'"):
+            DPLinearRegression(neighbouring="replace-one", **kwargs).fit(X, y)
+        return
+    replace = DPLinearRegression(neighbouring="replace-one", **kwargs).fit(X, y)
+    assert replace.privacy_report_.neighbouring == "replace-one"
+    if method in ("adassp", "ftrl-sigma"):  # zero-out sensitivities are at most replace-one's
+        s_zero = [e.parameters["sensitivity"] for e in zero.privacy_report_.events]
+        s_replace = [e.parameters["sensitivity"] for e in replace.privacy_report_.events]
+        assert all(a <= b for a, b in zip(s_zero, s_replace, strict=True))
+        assert any(a < b for a, b in zip(s_zero, s_replace, strict=True))

@@ -176,7 +176,11 @@ class ShuffledGaussianEvent(PrivacyEvent):
     num_records: int
     label: str = "shuffled gaussian steps"
     mechanism: ClassVar[str] = "shuffled-gaussian"
-    relations: ClassVar[frozenset[Neighbouring]] = frozenset({Neighbouring.REPLACE_ONE})
+    #: FMT21 is a replace-one bound; zero-out (a record replaced by a null record of the same
+    #: domain) is a special replacement, so the bound holds for it too
+    relations: ClassVar[frozenset[Neighbouring]] = frozenset(
+        {Neighbouring.REPLACE_ONE, Neighbouring.ZERO_OUT}
+    )
 
     def __post_init__(self) -> None:
         self._check_fields(noise_multiplier=check_positive, num_records=check_count)

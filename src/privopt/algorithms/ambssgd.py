@@ -295,8 +295,15 @@ def dp_ambssgd(
         (w_bar, trace, info): the tail-averaged iterate, per-round diagnostics (clip threshold,
         clip fraction, noise std, gamma), and the configuration with the number of unused rows.
     """
-    if ledger.neighbouring.value != "replace-one":
-        raise ValueError("DP-AMBSSGD's sensitivities are computed under replace-one neighbours.")
+    if ledger.neighbouring.value not in ("replace-one", "zero-out"):
+        raise ValueError(
+            "DP-AMBSSGD's sensitivities are computed under replace-one neighbours (valid under "
+            f"zero-out too); got a {ledger.neighbouring.value!r} ledger."
+        )
+    if ledger.neighbouring.value == "zero-out":
+        # a null record is a valid record of the clipped domain, so replacing a record by it is
+        # a replacement: the replace-one sensitivities bound the zero-out ones
+        ledger.assume("DP-AMBSSGD uses its replace-one sensitivities, which bound zero-out's")
     Z = np.asarray(Z, dtype=float)
     t = np.asarray(t, dtype=float)
     n, p = Z.shape

@@ -122,8 +122,11 @@ def dp_ssgd(
     it stays small: clip threshold, per-step noise std, and (only with ``diagnostics=True``, a
     non-private release recorded in the report) the fraction clipped in the chunk.
     """
-    if ledger.neighbouring.value != "replace-one":
-        raise ValueError("DP-SSGD is accounted under replace-one neighbours (shuffle model).")
+    if ledger.neighbouring.value not in ("replace-one", "zero-out"):
+        raise ValueError(
+            "DP-SSGD is accounted under replace-one neighbours (shuffle model; valid under "
+            f"zero-out too); got a {ledger.neighbouring.value!r} ledger."
+        )
     alpha = check_positive("noise_multiplier", noise_multiplier)
     zeta = check_positive("clip", clip)
     eta = check_positive("learning_rate", learning_rate)

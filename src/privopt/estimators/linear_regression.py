@@ -71,8 +71,14 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
     * ``"dpsgd"``: DP-SGD with Poisson sampling, a fixed clip and PLD accounting
       (zero-out neighbours).
 
-    Neighbouring relation: every method keeps N fixed (replace-one, or zero-out for Poisson
-    DP-SGD, whose accounting is of the add/remove kind), so N is public; the report states it.
+    Neighbouring relation (``neighbouring``): every relation keeps N fixed, so N is public; the
+    report states the one used. ``"auto"`` (default) takes each method's own: zero-out for
+    Poisson DP-SGD (its accounting is of the add/remove kind), replace-one for the others.
+    ``"zero-out"`` accounts every method under zero-out, so methods can be compared at one
+    guarantee: AdaSSP and DP-FTRL-Σ use their zero-out sensitivities (half the replace-one
+    ones), DP-AMBSSGD, DP-SSGD and private preprocessing keep their replace-one analyses, which
+    bound zero-out's (a null record is a valid record of the clipped domain). ``"replace-one"``
+    accounts every method under replace-one except DP-SGD, which is refused.
     * ``"ftrl-sigma"``: DP-FTRL-Σ (seed 003, Algorithm 1), one pass with tree-aggregated noise
       N(0, sigma^2 Σ) and clipping in the Σ^-1 norm, for over-parameterised problems (d > N).
       With ``public_X`` (public unlabeled rows of the same distribution) Σ is the designed
@@ -99,6 +105,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             Default False: they are absent.
         secure_mode: draw every random number from ChaCha20 keyed by the operating system
             (:func:`privopt.noise.secure_generator`); ``random_state`` must then be None.
+        neighbouring: ``"auto"``, ``"zero-out"`` or ``"replace-one"`` (see above).
 
     Fitted attributes: ``coef_``, ``intercept_``, ``privacy_report_`` (a
     :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes and
@@ -111,6 +118,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         "method": [StrOptions(set(METHODS))],
         "target_bounds": [None, "array-like"],
         "public_X": [None, "array-like"],
+        "neighbouring": [StrOptions({"auto", "replace-one", "zero-out"})],
     }
 
     def __init__(
@@ -126,6 +134,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         random_state: Any = None,
         diagnostics: bool = False,
         secure_mode: bool = False,
+        neighbouring: str = "auto",
     ) -> None:
         self.epsilon = epsilon
         self.delta = delta
@@ -138,6 +147,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         self.random_state = random_state
         self.diagnostics = diagnostics
         self.secure_mode = secure_mode
+        self.neighbouring = neighbouring
 
     # -- fitting -------------------------------------------------------------------------------
     def fit(self, X: Any, y: Any) -> DPLinearRegression:
@@ -152,7 +162,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         # step counts, sampling rates and divisors, and privopt fit writes it to model.json).
         # Poisson-sampled DP-SGD is accounted under zero-out neighbours (a record replaced by a
         # null record; the same epsilon as add/remove); every other method under replace-one.
-        ledger = PrivacyLedger("zero-out" if method == "dpsgd" else "replace-one")
+        ledger = PrivacyLedger(self._relation(method))
         rng = self._generator(ledger)
         # a relative 1e-9 below the target, so that the exactly inverted epsilon of the
         # preprocessing releases (whose mu is rebuilt from stds, a few ulps off) never prints
@@ -191,6 +201,18 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **info}
         return self
+
+    def _relation(self, method: str) -> str:
+        """The neighbouring relation of this fit (see the class docstring)."""
+        if self.neighbouring == "auto":
+            return "zero-out" if method == "dpsgd" else "replace-one"
+        if method == "dpsgd" and self.neighbouring == "replace-one":
+            raise ValueError(
+                "method='dpsgd' (Poisson sampling) is accounted under zero-out neighbours only; "
+                "use neighbouring='zero-out' or 'auto', or a method analysed under replace-one "
+                "(adassp, ambssgd, ssgd, ftrl-sigma)."
+            )
+        return self.neighbouring
 
     def _check_rows(self, available: int, needed: int, what: str) -> None:
         if available < needed:
@@ -323,6 +345,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             covariance=covariance,
             residual="fixed",
             threshold=clip_constant,  # C times the target bound |t| <= 1 (public)
+            neighbouring=ledger.neighbouring.value,
             ledger=ledger,
             partition="fit",
             diagnostics=self.diagnostics,
