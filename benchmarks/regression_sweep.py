@@ -39,7 +39,9 @@ def ols_risk(data) -> float:
 PUBLIC_BOUNDS = {"feature_bounds": (-5.0, 5.0), "target_bounds": (-10.0, 10.0)}
 
 
-def accuracy_sweep(ns, ds, epsilons, seeds, public: bool = False) -> list[dict]:
+def accuracy_sweep(
+    ns, ds, epsilons, seeds, public: bool = False, neighbouring: str = "auto"
+) -> list[dict]:
     rows = []
     for n in ns:
         for d in ds:
@@ -55,7 +57,11 @@ def accuracy_sweep(ns, ds, epsilons, seeds, public: bool = False) -> list[dict]:
                     for seed, data, base in zip(seeds, datasets, baselines, strict=True):
                         extra = PUBLIC_BOUNDS if public else {}
                         model = DPLinearRegression(
-                            epsilon=eps, method=method, random_state=seed, **extra
+                            epsilon=eps,
+                            method=method,
+                            random_state=seed,
+                            neighbouring=neighbouring,
+                            **extra,
                         )
                         start = time.perf_counter()
                         try:
@@ -66,7 +72,14 @@ def accuracy_sweep(ns, ds, epsilons, seeds, public: bool = False) -> list[dict]:
                         seconds.append(time.perf_counter() - start)
                         risk = data.excess_risk(model.coef_, intercept=model.intercept_)
                         ratios.append(risk / base)
-                    row = {"n": n, "d": d, "epsilon": eps, "method": method, "public": public}
+                    row = {
+                        "n": n,
+                        "d": d,
+                        "epsilon": eps,
+                        "method": method,
+                        "public": public,
+                        "neighbouring": neighbouring,
+                    }
                     if error:
                         row["error"] = error
                     else:
@@ -177,7 +190,26 @@ def main() -> None:
     parser.add_argument(
         "--public-only", action="store_true", help="only the public-bounds sweep at N = 1e4"
     )
+    parser.add_argument(
+        "--neighbouring",
+        default="auto",
+        help="auto (each method's own relation) or zero-out (every method at one guarantee)",
+    )
+    parser.add_argument(
+        "--accuracy-only",
+        type=int,
+        nargs="*",
+        metavar="N",
+        help="only the accuracy sweep, at these N (default 1e4 1e5 1e6)",
+    )
     args = parser.parse_args()
+    if args.accuracy_only is not None:
+        ns = args.accuracy_only or [10_000, 100_000, 1_000_000]
+        rows = accuracy_sweep(
+            ns, [10, 50], [0.5, 1.0, 4.0], list(range(5)), neighbouring=args.neighbouring
+        )
+        args.out.write_text(json.dumps({"accuracy": rows}, indent=2) + "\n")
+        return
     if args.public_only:
         rows = accuracy_sweep([10_000], [10, 50], [0.5, 1.0, 4.0], list(range(5)), public=True)
         args.out.write_text(json.dumps({"accuracy_public_bounds": rows}, indent=2) + "\n")

@@ -494,3 +494,18 @@ def test_fit_neighbouring_option(capsys, tmp_path, regression_csv):
         "--out", str(tmp_path / "n.json"),
     )  # fmt: skip
     assert code == 2 and "zero-out" in err and len(err.strip().splitlines()) == 1
+
+
+def test_missing_input_and_unwritable_output_are_one_line_errors(capsys, tmp_path, regression_csv):
+    path, _, _ = regression_csv
+    code, _, err = run(capsys, "fit", str(tmp_path / "nosuch.csv"), "--target", "y",
+                       "--out", str(tmp_path / "m.json"))  # fmt: skip
+    assert code == 2 and "nosuch.csv" in err and len(err.strip().splitlines()) == 1
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    out = str(tmp_path / "missing" / "m.json")
+    code, _, err = run(capsys, "fit", str(path), "--target", "y", "--bounds", str(bounds),
+                       "--method", "adassp", "--out", out)  # fmt: skip
+    assert code == 2 and "missing" in err and len(err.strip().splitlines()) == 1

@@ -509,7 +509,7 @@ def main(argv: list[str] | None = None) -> None:
         if message:  # usage errors that already printed help carry no message
             print(f"error: {message}", file=sys.stderr)
         sys.exit(2)
-    except ValueError as exc:
+    except (ValueError, OSError) as exc:  # bad arguments; missing or unreadable/unwritable files
         print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
         sys.exit(2)
     if isinstance(result, int) and result != 0:
