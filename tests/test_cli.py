@@ -509,3 +509,21 @@ def test_missing_input_and_unwritable_output_are_one_line_errors(capsys, tmp_pat
     code, _, err = run(capsys, "fit", str(path), "--target", "y", "--bounds", str(bounds),
                        "--method", "adassp", "--out", out)  # fmt: skip
     assert code == 2 and "missing" in err and len(err.strip().splitlines()) == 1
+
+
+def test_noise_blt(capsys):
+    # issue 14's golden: n = 2000, single participation, 4 buffers within 0.1% of the optimal
+    # Toeplitz (12.14995); min-sep mean loss below a tuned nu-DP-FTRL's
+    code, out, err = run(capsys, "noise", "blt", "--steps", "2000", "--buffers", "4", "--json")
+    assert code == 0, err
+    data = json.loads(out)
+    assert len(data["buf_decay"]) == len(data["output_scale"]) == 4
+    assert data["max_loss"] == pytest.approx(12.15658, rel=1e-5)
+    assert 1.0 <= data["loss_ratio_to_reference"] <= 1.001
+    args = ["noise", "blt", "--steps", "2000", "--min-sep", "100", "--participations", "20"]
+    code, out, err = run(capsys, *args, "--error", "mean", "--buffers", "2", "--json")
+    assert code == 0, err
+    assert json.loads(out)["loss_ratio_to_reference"] < 0.95
+    for bad in (["--error", "median"], ["--min-sep", "100"]):
+        code, _, err = run(capsys, "noise", "blt", "--steps", "2000", *bad)
+        assert code == 2 and len(err.strip().splitlines()) == 1

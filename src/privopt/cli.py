@@ -298,6 +298,57 @@ def noise_tune_nu(
     _emit("nu tuning", result, as_json)
 
 
+@noise_app.command("blt")
+def noise_blt(
+    steps: Annotated[int, typer.Option("--steps", help="Horizon n (number of steps).")],
+    min_sep: MinSep = None,
+    participations: Participations = None,
+    error: Annotated[
+        str, typer.Option("--error", help="Loss to minimise: max or mean prefix-sum error.")
+    ] = "max",
+    buffers: Annotated[
+        int | None, typer.Option("--buffers", help="Number of buffers (default: grown to < 1%).")
+    ] = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Optimised BLT noise for a run: buffer decays, output scales, sensitivity and losses.
+
+    The loss ratio compares with the optimal Toeplitz (the square root of the prefix-sum
+    matrix) for single participation, and with a tuned nu-DP-FTRL under min-separation.
+    """
+    if error not in ("max", "mean"):
+        raise ValueError(f"Expected --error in (max, mean), got {error!r}.")
+    pattern = _participation(min_sep, participations)
+    pattern.check_steps(steps)
+    mech = noise.optimize_blt(
+        steps, min_sep=min_sep, participations=participations, error=error, buffers=buffers
+    )
+    max_loss, mean_loss = mech.max_loss(steps, pattern), mech.mean_loss(steps, pattern)
+    if min_sep is None:
+        reference_name = "optimal Toeplitz"
+        reference = noise.toeplitz_prefix_losses(noise.optimal_cc(), steps)
+    else:
+        nu = noise.tune_nu(steps, min_sep, participations).nu
+        reference_name = f"nu-DP-FTRL (tuned nu = {nu:.4g})"
+        reference = noise.toeplitz_prefix_losses(noise.nu_dpftrl(nu), steps, pattern)
+    ours = max_loss if error == "max" else mean_loss
+    result: dict[str, Any] = {
+        "buf_decay": mech.buf_decay.tolist(),
+        "output_scale": mech.output_scale.tolist(),
+        "buffers": mech.buffers,
+        "sensitivity_squared": mech.sensitivity_squared(steps, pattern),
+        "max_loss": max_loss,
+        "mean_loss": mean_loss,
+        "error": error,
+        "reference": reference_name,
+        "loss_ratio_to_reference": ours / (reference[0] if error == "max" else reference[1]),
+        "steps": steps,
+    }
+    if min_sep is not None:
+        result.update(min_sep=min_sep, participations=participations)
+    _emit("Optimised BLT", result, as_json)
+
+
 @app.command("fit")
 def fit(
     data: Annotated[Path, typer.Argument(help="Training data (.csv, .csv.gz, .parquet).")],

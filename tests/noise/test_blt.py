@@ -234,3 +234,18 @@ def test_optimisation_at_a_million_steps_is_within_one_percent_of_the_optimal_to
     optimal = cc.sensitivity_squared(n) * float(np.sum(np.cumsum(cc.beta(n)) ** 2))
     blt = optimize_blt(n)
     assert optimal <= blt.max_loss(n) <= 1.01 * optimal
+
+
+def test_toeplitz_prefix_losses_match_the_dense_computation():
+    from privopt.noise import Participation, nu_dpftrl, toeplitz_prefix_losses
+
+    n = 30
+    for mech, pattern in [(optimal_cc(), Participation.single()),
+                          (nu_dpftrl(0.1), Participation.multiple(10, 3))]:  # fmt: skip
+        ab = np.cumsum(mech.decoder_matrix(n), axis=0)
+        sens2 = mech.sensitivity_squared(n, pattern)
+        max_loss, mean_loss = toeplitz_prefix_losses(mech, n, pattern)
+        assert max_loss == pytest.approx(sens2 * np.max(np.sum(ab**2, axis=1)), rel=1e-12)
+        assert mean_loss == pytest.approx(sens2 * np.sum(ab**2) / n, rel=1e-12)
+    with pytest.raises(ValueError, match="Toeplitz"):
+        toeplitz_prefix_losses(optimize_blt(50, buffers=1), 50)

@@ -13,7 +13,7 @@ from privopt.noise.base import (
     Participation,
     SeededNoiseSource,
 )
-from privopt.noise.blt import BLTMechanism, BLTStream, optimize_blt
+from privopt.noise.blt import BLTMechanism, BLTStream, optimize_blt, toeplitz_prefix_losses
 from privopt.noise.covariance import (
     CovarianceOperator,
     DiagonalCovariance,
@@ -94,5 +94,6 @@ __all__ = [
     "optimize_blt",
     "prefix_nodes",
     "secure_generator",
+    "toeplitz_prefix_losses",
     "tune_nu",
 ]

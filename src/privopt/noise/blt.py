@@ -56,7 +56,7 @@ from privopt.noise.base import (
 )
 from privopt.noise.sensitivity import toeplitz_minsep_squared
 
-__all__ = ["BLTMechanism", "BLTStream", "optimize_blt"]
+__all__ = ["BLTMechanism", "BLTStream", "optimize_blt", "toeplitz_prefix_losses"]
 
 #: below this n * (1 - r) the closed forms lose digits to cancellation; use O(n) sums instead
 _CLOSED_FORM_MIN = 1e-2
@@ -528,3 +528,26 @@ def optimize_blt(
     return BLTMechanism._from_pair(
         np.array(deficit), np.array(omega), np.array(hat_deficit), np.array(hat_scale)
     )
+
+
+def toeplitz_prefix_losses(
+    mechanism: Mechanism, steps: int, participation: Participation = SINGLE
+) -> tuple[float, float]:
+    """(max loss, mean loss) of any lower-triangular Toeplitz mechanism for the prefix workload.
+
+    With beta the coefficients of its per-step noise matrix B = C^-1 and p = cumsum(beta) those
+    of A B (note §1.3): MaxErr = sum_{t<n} p_t^2 and MeanErr = sum_t (n - t) p_t^2 / n, each
+    times the mechanism's sensitivity^2 under ``participation``. O(n) for a Toeplitz mechanism
+    (e.g. the optimal Toeplitz ``optimal_cc()``, nu-DP-FTRL), the reference for BLT losses.
+    """
+    steps = check_count("steps", steps)
+    beta_of = getattr(mechanism, "beta", None)
+    if beta_of is None:
+        raise ValueError(f"{mechanism.name} is not a Toeplitz mechanism (it has no beta).")
+    prefix = np.cumsum(np.asarray(beta_of(steps), dtype=float))
+    squares = prefix**2
+    sens2 = mechanism.sensitivity_squared(steps, participation)
+    max_loss = sens2 * float(np.sum(squares))
+    mean_loss = sens2 * float(np.sum((steps - np.arange(steps)) * squares)) / steps
+    return max_loss, mean_loss
+
