@@ -527,3 +527,19 @@ def test_noise_blt(capsys):
     for bad in (["--error", "median"], ["--min-sep", "100"]):
         code, _, err = run(capsys, "noise", "blt", "--steps", "2000", *bad)
         assert code == 2 and len(err.strip().splitlines()) == 1
+
+
+def test_noise_compare(capsys):
+    # closed forms: independent noise has max loss n and mean loss (n + 1) / 2 (sensitivity 1);
+    # the tree's max loss is levels x the largest popcount (11 x 10 at n = 2000)
+    code, out, err = run(capsys, "noise", "compare", "--steps", "2000", "--json")
+    assert code == 0, err
+    rows = json.loads(out)["mechanisms"]
+    assert rows["independent"]["max_loss"] == pytest.approx(2000.0)
+    assert rows["independent"]["mean_loss"] == pytest.approx(1000.5)
+    assert rows["tree"]["max_loss"] == pytest.approx(110.0)
+    assert rows["optimal-cc"]["max_loss"] == pytest.approx(12.14995, rel=1e-6)
+    blt = next(v for k, v in rows.items() if k.startswith("blt"))
+    assert blt["state_vectors"] <= 10 and blt["max_loss"] <= 1.01 * rows["optimal-cc"]["max_loss"]
+    code, _, err = run(capsys, "noise", "compare", "--steps", "100000")
+    assert code == 2 and len(err.strip().splitlines()) == 1

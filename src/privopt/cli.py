@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -347,6 +348,68 @@ def noise_blt(
     if min_sep is not None:
         result.update(min_sep=min_sep, participations=participations)
     _emit("Optimised BLT", result, as_json)
+
+
+def _dense_prefix_losses(mech, steps: int, pattern) -> tuple[float, float]:
+    """(max, mean) prefix-sum loss from the materialised decoder (small horizons only)."""
+    b = mech.decoder_matrix(steps)
+    ab = b if isinstance(mech, noise.TreeAggregation) else np.cumsum(b, axis=0)
+    rows = np.sum(ab**2, axis=1)
+    sens2 = mech.sensitivity_squared(steps, pattern)
+    return sens2 * float(rows.max()), sens2 * float(rows.sum()) / steps
+
+
+@noise_app.command("compare")
+def noise_compare(
+    steps: Annotated[int, typer.Option("--steps", help="Horizon n (at most 4096).")],
+    min_sep: MinSep = None,
+    participations: Participations = None,
+    as_json: JsonFlag = False,
+) -> None:
+    """Every mechanism's prefix-sum losses and stream state for the same run (one table)."""
+    import warnings
+
+    if not 1 <= steps <= 4096:
+        raise ValueError(f"Expected --steps in [1, 4096] (dense tree losses), got {steps}.")
+    pattern = _participation(min_sep, participations)
+    pattern.check_steps(steps)
+    nu = noise.tune_nu(steps, min_sep, participations).nu
+    blt = noise.optimize_blt(steps, min_sep=min_sep, participations=participations)
+    levels = noise.TreeAggregation.levels(steps)
+    rows: dict[str, dict[str, Any]] = {}
+    candidates = [
+        ("independent", noise.independent(), 0),
+        ("tree", noise.TreeAggregation(), levels),
+        ("tree-honaker", noise.TreeAggregation(variance_reduction=True), levels),
+        (f"nu-dpftrl (nu={nu:.4g})", noise.nu_dpftrl(nu), steps),
+        ("optimal-cc", noise.optimal_cc(), steps),
+        (f"blt ({blt.buffers} buffers)", blt, blt.buffers),
+    ]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", noise.SensitivityUpperBoundWarning)  # stated below
+        for name, mech, state in candidates:
+            if isinstance(mech, noise.TreeAggregation):
+                max_loss, mean_loss = _dense_prefix_losses(mech, steps, pattern)
+            elif isinstance(mech, noise.BLTMechanism):
+                max_loss, mean_loss = mech.max_loss(steps, pattern), mech.mean_loss(steps, pattern)
+            else:
+                max_loss, mean_loss = noise.toeplitz_prefix_losses(mech, steps, pattern)
+            rows[name] = {"max_loss": max_loss, "mean_loss": mean_loss, "state_vectors": state}
+    result: dict[str, Any] = {"steps": steps, "mechanisms": rows}
+    if min_sep is not None:
+        result.update(min_sep=min_sep, participations=participations)
+        result["note"] = "tree sensitivities under min-separation are upper bounds"
+    if as_json:
+        print(json.dumps(result))
+        return
+    table = Table(title=f"Prefix-sum losses, n = {steps}", title_justify="left")
+    for column in ("mechanism", "max loss", "mean loss", "state (model-sized vectors)"):
+        table.add_column(column)
+    for name, row in rows.items():
+        table.add_row(
+            name, f"{row['max_loss']:.6g}", f"{row['mean_loss']:.6g}", str(row["state_vectors"])
+        )
+    Console().print(table)
 
 
 @app.command("fit")
