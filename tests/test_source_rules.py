@@ -25,3 +25,13 @@ def test_noise_is_drawn_only_inside_privopt_noise():
             ):
                 offenders.append(f"{relative}:{node.lineno}")
     assert offenders == []
+
+
+def test_no_module_over_600_lines():
+    # issue 13: small modules with one job each
+    long = {
+        str(path.relative_to(SOURCE)): n
+        for path in SOURCE.rglob("*.py")
+        if (n := len(path.read_text().splitlines())) > 600
+    }
+    assert long == {}

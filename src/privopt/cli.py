@@ -20,7 +20,8 @@ from rich.table import Table
 from typer.exceptions import Abort, TyperException
 
 from privopt import accounting as acc
-from privopt import noise
+from privopt._cli_common import Delta, JsonFlag, _emit
+from privopt._cli_noise import noise_app
 
 app = typer.Typer(
     name="privopt",
@@ -34,9 +35,6 @@ account_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(account_app, name="account")
-noise_app = typer.Typer(
-    help="Correlated-noise mechanisms: sensitivity and tuning.", no_args_is_help=True
-)
 app.add_typer(noise_app, name="noise")
 # name -> (module, function, payload keys too large for stdout). Each function takes
 # (out: Path, *, quick: bool) and writes NAME.png and NAME.json into out.
@@ -48,22 +46,6 @@ REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "overparam": ("privopt.experiments.overparam", "reproduce_overparam", ()),
     "single-epoch": ("privopt.experiments.single_epoch", "reproduce_single_epoch", ()),
 }
-
-JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
-Delta = Annotated[float, typer.Option("--delta", help="Target delta, in (0, 1).")]
-
-
-def _emit(title: str, result: dict[str, Any], as_json: bool) -> None:
-    if as_json:
-        print(json.dumps(result))
-        return
-    table = Table(title=title, show_header=False, title_justify="left")
-    table.add_column("quantity", style="bold")
-    table.add_column("value")
-    for key, value in result.items():
-        text = f"{value:.8g}" if isinstance(value, float) else str(value)
-        table.add_row(key, text)
-    Console().print(table)
 
 
 @account_app.command("gaussian")
@@ -220,198 +202,6 @@ def account_shuffle(
     _emit("Amplification by shuffling (FMT21)", result, as_json)
 
 
-MECHANISMS = {
-    "independent": lambda nu: noise.independent(),
-    "nu-dpftrl": lambda nu: noise.nu_dpftrl(_require_nu(nu)),
-    "optimal-cc": lambda nu: noise.optimal_cc(),
-    "anti-pgd": lambda nu: noise.anti_pgd(),
-    "damped-anti-pgd": lambda nu: noise.damped_anti_pgd(_require_nu(nu)),
-    "tree": lambda nu: noise.TreeAggregation(),
-    "tree-honaker": lambda nu: noise.TreeAggregation(variance_reduction=True),
-}
-
-
-def _require_nu(nu: float | None) -> float:
-    if nu is None:
-        raise ValueError("--nu is required for this mechanism.")
-    return nu
-
-
-def _participation(min_sep: int | None, participations: int | None) -> noise.Participation:
-    if (min_sep is None) != (participations is None):
-        raise ValueError("Give both --min-sep and --participations, or neither.")
-    if min_sep is None:
-        return noise.Participation.single()
-    return noise.Participation.multiple(min_sep, participations)  # type: ignore[arg-type]
-
-
-MinSep = Annotated[int | None, typer.Option("--min-sep", help="Min steps between participations.")]
-Participations = Annotated[
-    int | None, typer.Option("--participations", help="Max participations per record.")
-]
-
-
-@noise_app.command("sensitivity")
-def noise_sensitivity(
-    mechanism: Annotated[str, typer.Option("--mechanism", help=", ".join(MECHANISMS))],
-    steps: Annotated[int | None, typer.Option("--steps", help="Horizon T.")] = None,
-    nu: Annotated[float | None, typer.Option("--nu", help="nu in [0, 1].")] = None,
-    min_sep: MinSep = None,
-    participations: Participations = None,
-    anytime: Annotated[bool, typer.Option("--anytime", help="Limit as T -> infinity.")] = False,
-    as_json: JsonFlag = False,
-) -> None:
-    """l2 sensitivity of a mechanism's C = B^{-1} (single, anytime or min-separation)."""
-    if mechanism not in MECHANISMS:
-        raise ValueError(f"Expected --mechanism in ({', '.join(MECHANISMS)}), got {mechanism!r}.")
-    mech = MECHANISMS[mechanism](nu)
-    if anytime:
-        if min_sep is not None or participations is not None:
-            raise ValueError("--anytime applies to single participation only.")
-        pattern = noise.Participation.anytime()
-    else:
-        if steps is None:
-            raise ValueError("--steps is required unless --anytime is given.")
-        pattern = _participation(min_sep, participations)
-    squared = mech.sensitivity_squared(steps, pattern)
-    result = {
-        "sensitivity": squared**0.5,
-        "sensitivity_squared": squared,
-        "mechanism": mech.name,
-        "steps": steps,
-        "participation": pattern.kind,
-    }
-    _emit("Mechanism sensitivity", result, as_json)
-
-
-@noise_app.command("tune-nu")
-def noise_tune_nu(
-    steps: Annotated[int, typer.Option("--steps", help="Horizon T.")],
-    min_sep: MinSep = None,
-    participations: Participations = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """nu minimising nu-DP-FTRL's normalised prefix-sum error (data-independent)."""
-    choice = noise.tune_nu(steps, min_sep, participations)
-    result = {"nu": choice.nu, "loss": choice.loss, "steps": steps}
-    if min_sep is not None:
-        result.update(min_sep=min_sep, participations=participations)
-    _emit("nu tuning", result, as_json)
-
-
-@noise_app.command("blt")
-def noise_blt(
-    steps: Annotated[int, typer.Option("--steps", help="Horizon n (number of steps).")],
-    min_sep: MinSep = None,
-    participations: Participations = None,
-    error: Annotated[
-        str, typer.Option("--error", help="Loss to minimise: max or mean prefix-sum error.")
-    ] = "max",
-    buffers: Annotated[
-        int | None, typer.Option("--buffers", help="Number of buffers (default: grown to < 1%).")
-    ] = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Optimised BLT noise for a run: buffer decays, output scales, sensitivity and losses.
-
-    The loss ratio compares with the optimal Toeplitz (the square root of the prefix-sum
-    matrix) for single participation, and with a tuned nu-DP-FTRL under min-separation.
-    """
-    if error not in ("max", "mean"):
-        raise ValueError(f"Expected --error in (max, mean), got {error!r}.")
-    pattern = _participation(min_sep, participations)
-    pattern.check_steps(steps)
-    mech = noise.optimize_blt(
-        steps, min_sep=min_sep, participations=participations, error=error, buffers=buffers
-    )
-    max_loss, mean_loss = mech.max_loss(steps, pattern), mech.mean_loss(steps, pattern)
-    if min_sep is None:
-        reference_name = "optimal Toeplitz"
-        reference = noise.toeplitz_prefix_losses(noise.optimal_cc(), steps)
-    else:
-        nu = noise.tune_nu(steps, min_sep, participations).nu
-        reference_name = f"nu-DP-FTRL (tuned nu = {nu:.4g})"
-        reference = noise.toeplitz_prefix_losses(noise.nu_dpftrl(nu), steps, pattern)
-    ours = max_loss if error == "max" else mean_loss
-    result: dict[str, Any] = {
-        "buf_decay": mech.buf_decay.tolist(),
-        "output_scale": mech.output_scale.tolist(),
-        "buffers": mech.buffers,
-        "sensitivity_squared": mech.sensitivity_squared(steps, pattern),
-        "max_loss": max_loss,
-        "mean_loss": mean_loss,
-        "error": error,
-        "reference": reference_name,
-        "loss_ratio_to_reference": ours / (reference[0] if error == "max" else reference[1]),
-        "steps": steps,
-    }
-    if min_sep is not None:
-        result.update(min_sep=min_sep, participations=participations)
-    _emit("Optimised BLT", result, as_json)
-
-
-def _dense_prefix_losses(mech, steps: int, pattern) -> tuple[float, float]:
-    """(max, mean) prefix-sum loss from the materialised decoder (small horizons only)."""
-    b = mech.decoder_matrix(steps)
-    ab = b if isinstance(mech, noise.TreeAggregation) else np.cumsum(b, axis=0)
-    rows = np.sum(ab**2, axis=1)
-    sens2 = mech.sensitivity_squared(steps, pattern)
-    return sens2 * float(rows.max()), sens2 * float(rows.sum()) / steps
-
-
-@noise_app.command("compare")
-def noise_compare(
-    steps: Annotated[int, typer.Option("--steps", help="Horizon n (at most 4096).")],
-    min_sep: MinSep = None,
-    participations: Participations = None,
-    as_json: JsonFlag = False,
-) -> None:
-    """Every mechanism's prefix-sum losses and stream state for the same run (one table)."""
-    import warnings
-
-    if not 1 <= steps <= 4096:
-        raise ValueError(f"Expected --steps in [1, 4096] (dense tree losses), got {steps}.")
-    pattern = _participation(min_sep, participations)
-    pattern.check_steps(steps)
-    nu = noise.tune_nu(steps, min_sep, participations).nu
-    blt = noise.optimize_blt(steps, min_sep=min_sep, participations=participations)
-    levels = noise.TreeAggregation.levels(steps)
-    rows: dict[str, dict[str, Any]] = {}
-    candidates = [
-        ("independent", noise.independent(), 0),
-        ("tree", noise.TreeAggregation(), levels),
-        ("tree-honaker", noise.TreeAggregation(variance_reduction=True), levels),
-        (f"nu-dpftrl (nu={nu:.4g})", noise.nu_dpftrl(nu), steps),
-        ("optimal-cc", noise.optimal_cc(), steps),
-        (f"blt ({blt.buffers} buffers)", blt, blt.buffers),
-    ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", noise.SensitivityUpperBoundWarning)  # stated below
-        for name, mech, state in candidates:
-            if isinstance(mech, noise.TreeAggregation):
-                max_loss, mean_loss = _dense_prefix_losses(mech, steps, pattern)
-            elif isinstance(mech, noise.BLTMechanism):
-                max_loss, mean_loss = mech.max_loss(steps, pattern), mech.mean_loss(steps, pattern)
-            else:
-                max_loss, mean_loss = noise.toeplitz_prefix_losses(mech, steps, pattern)
-            rows[name] = {"max_loss": max_loss, "mean_loss": mean_loss, "state_vectors": state}
-    result: dict[str, Any] = {"steps": steps, "mechanisms": rows}
-    if min_sep is not None:
-        result.update(min_sep=min_sep, participations=participations)
-        result["note"] = "tree sensitivities under min-separation are upper bounds"
-    if as_json:
-        print(json.dumps(result))
-        return
-    table = Table(title=f"Prefix-sum losses, n = {steps}", title_justify="left")
-    for column in ("mechanism", "max loss", "mean loss", "state (model-sized vectors)"):
-        table.add_column(column)
-    for name, row in rows.items():
-        table.add_row(
-            name, f"{row['max_loss']:.6g}", f"{row['mean_loss']:.6g}", str(row["state_vectors"])
-        )
-    Console().print(table)
-
-
 @app.command("fit")
 def fit(
     data: Annotated[Path, typer.Argument(help="Training data (.csv, .csv.gz, .parquet).")],
@@ -536,7 +326,6 @@ def predict(
     as_json: JsonFlag = False,
 ) -> None:
     """Predict with a saved model (post-processing: no privacy cost)."""
-    import numpy as np
 
     from privopt.datasets import load_features
 

@@ -550,4 +550,3 @@ def toeplitz_prefix_losses(
     max_loss = sens2 * float(np.sum(squares))
     mean_loss = sens2 * float(np.sum((steps - np.arange(steps)) * squares)) / steps
     return max_loss, mean_loss
-
