@@ -249,3 +249,21 @@ def test_toeplitz_prefix_losses_match_the_dense_computation():
         assert mean_loss == pytest.approx(sens2 * np.sum(ab**2) / n, rel=1e-12)
     with pytest.raises(ValueError, match="Toeplitz"):
         toeplitz_prefix_losses(optimize_blt(50, buffers=1), 50)
+
+
+def test_dp_ftrl_with_a_blt_records_the_blts_sensitivity_for_its_participation():
+    # issue 14: DP-FTRL takes a BLT by configuration; 3 epochs of 10 batches -> min-sep 10, k = 3
+    from privopt.algorithms import dp_ftrl
+    from privopt.noise import Participation
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3)) / 3
+    y = (X @ np.ones(3) > 0).astype(float)
+    blt = optimize_blt(30, min_sep=10, participations=3, error="mean", buffers=2)
+    fit = dp_ftrl(X, y, mechanism=blt, epsilon=1.0, delta=1e-6, clip_norm=2.0,
+                  learning_rate=0.5, rng=np.random.default_rng(1), model="logistic",
+                  batch_size=20, epochs=3)  # fmt: skip
+    event = fit.report.events[0].parameters
+    expected = 2.0 * blt.sensitivity(30, Participation.multiple(10, 3))
+    assert event["sensitivity"] == pytest.approx(expected, rel=1e-12)
+    assert fit.report.epsilon <= 1.0
