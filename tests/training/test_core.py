@@ -237,3 +237,10 @@ def test_algorithms_on_the_core_record_their_plans_event():
         rng=np.random.default_rng(0), ledger=ledger, epochs=1, sample_rate=0.1,
     )  # fmt: skip
     assert ledger.events == (info["plan"].event(),)
+
+
+def test_run_refuses_mismatched_targets():
+    plan = TrainingPlan(10, FixedBatches(2), 1.0, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="y has shape"):
+        run(plan, "linear", SGD(0.1), np.zeros((10, 2)), np.zeros(9),
+            rng=np.random.default_rng(0), delta=DELTA)  # fmt: skip

@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privopt._validate import check_design, check_positive, check_probability, check_sample_rate
+from privopt._validate import check_design, check_positive, check_probability
 from privopt.accounting import (
     GaussianEvent,
     Neighbouring,
@@ -379,13 +379,9 @@ def dpsgd_linear(
     # q, the number of steps and the normaliser q n are computed from a public size: the
     # caller's ``public_n`` when the rows were assigned to this fit by independent draws, else n.
     n_public = n if public_n is None else check_positive("public_n", public_n)
-    if sample_rate is None:
-        batches = PoissonSampling.from_epochs(
-            n_public, epochs=epochs, expected_batch=DEFAULT_EXPECTED_BATCH
-        )
-    else:
-        q = check_sample_rate("sample_rate", sample_rate)
-        batches = PoissonSampling(q, max(1, math.ceil(epochs / q - 1e-9)))
+    batches = PoissonSampling.from_epochs(
+        n_public, epochs=epochs, expected_batch=DEFAULT_EXPECTED_BATCH, sample_rate=sample_rate
+    )
     G = R * T if clip_norm is None else check_positive("clip_norm", clip_norm)
     eta = 1.0 / R**2 if learning_rate is None else check_positive("learning_rate", learning_rate)
     # paper config -> plan -> calibrate -> execute (the training core)

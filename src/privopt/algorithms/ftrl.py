@@ -43,6 +43,7 @@ from privopt.training import (
     TrainingPlan,
     calibrate_noise_multiplier,
     iterate,
+    open_stream,
     run,
 )
 from privopt.training.gradients import (
@@ -204,7 +205,7 @@ def dp_ftrl(
         diagnostics=diagnostics,
         method="dp-ftrl",
         info={
-            "unit_sensitivity": plan.mechanism.sensitivity(plan.steps, plan.participation),
+            "unit_sensitivity": plan.unit_sensitivity,
             "participation": plan.participation,
             "unused_rows": X.shape[0] - per_epoch * batch_size,
         },
@@ -240,8 +241,7 @@ def noisy_ftrl(
     steps = batches.steps(X.shape[0])
     p = parameter_count(model, X, w0)
     start = _initial_point(w0, p)
-    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
-    stream = as_step_noise(mechanism).noise_stream(p, noise_std, **source)
+    stream = open_stream(as_step_noise(mechanism), p, noise_std, rng, noise_seed)
     update = SGD(learning_rate, momentum, regularizer_grad)
     w, _ = iterate(
         model, X, y, schedule, steps, stream, None, batch_size, update, Averager("last", steps, p),

@@ -31,7 +31,7 @@ from privopt.training.gradients import (
     LossModel,
     as_model,
 )
-from privopt.training.loop import StepInfo, execute, iterate, run
+from privopt.training.loop import StepInfo, execute, iterate, open_stream, run
 from privopt.training.plan import TrainingPlan
 from privopt.training.updates import SGD, Projected, UpdateRule
 
@@ -57,6 +57,7 @@ __all__ = [
     "event_epsilon",
     "execute",
     "iterate",
+    "open_stream",
     "run",
     "shuffled_pass",
 ]

@@ -82,11 +82,22 @@ class PoissonSampling(BatchStrategy):
         object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
 
     @classmethod
-    def from_epochs(cls, n: float, *, epochs: float, expected_batch: float) -> PoissonSampling:
-        """q = min(1, expected_batch / n) and K = ceil(epochs / q) steps (public n)."""
-        n = check_positive("n", n)
+    def from_epochs(
+        cls,
+        n: float,
+        *,
+        epochs: float,
+        expected_batch: float | None = None,
+        sample_rate: float | None = None,
+    ) -> PoissonSampling:
+        """K = ceil(epochs / q) steps at rate ``sample_rate``, or at q = min(1, expected_batch /
+        n) (public n) when no rate is given."""
         epochs = check_positive("epochs", epochs)
-        q = min(1.0, check_positive("expected_batch", expected_batch) / n)
+        if sample_rate is not None:
+            q = check_sample_rate("sample_rate", sample_rate)
+        else:
+            n = check_positive("n", n)
+            q = min(1.0, check_positive("expected_batch", expected_batch) / n)
         # the 1e-9 keeps a float quotient such as 3 / 0.1 = 30.000000000000004 from adding a step
         return cls(q, max(1, math.ceil(epochs / q - 1e-9)))
 

@@ -23,14 +23,14 @@ from typing import Any
 import numpy as np
 
 from privopt.accounting import PrivacyLedger
-from privopt.noise import SECRET_SEED_ASSUMPTION, NoiseStream
+from privopt.noise import SECRET_SEED_ASSUMPTION, Mechanism, NoiseStream
 from privopt.training.averaging import Averager
 from privopt.training.gradients import GradientModel, as_model, parameter_count
 from privopt.training.plan import TrainingPlan
 from privopt.training.result import FitResult, FitTrace, release_diagnostics
 from privopt.training.updates import UpdateRule
 
-__all__ = ["StepInfo", "execute", "iterate", "run"]
+__all__ = ["StepInfo", "execute", "iterate", "open_stream", "run"]
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,19 @@ class StepInfo:
     step: int
     steps: int
     w: np.ndarray
+
+
+def open_stream(
+    mechanism: Mechanism,
+    dim: int,
+    std: float,
+    rng: np.random.Generator,
+    noise_seed: int | None = None,
+    options: dict[str, Any] | None = None,
+) -> NoiseStream:
+    """The mechanism's noise stream, keyed by ``noise_seed`` (secret) or from ``rng``."""
+    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
+    return mechanism.noise_stream(dim, std, **source, **(options or {}))
 
 
 def iterate(
@@ -108,6 +121,8 @@ def execute(
     n = X.shape[0]
     if n != plan.num_records:
         raise ValueError(f"The plan is for {plan.num_records} records but X has {n} rows.")
+    if np.shape(y)[:1] != (n,):
+        raise ValueError(f"X has {n} rows but y has shape {np.shape(y)}.")
     if ledger.neighbouring is not plan.neighbouring:
         raise ValueError(
             f"The plan is accounted under {plan.neighbouring.value!r} neighbours but the ledger "
@@ -120,8 +135,7 @@ def execute(
         raise ValueError(f"w0 must be a finite array of shape ({p},).")
     steps, divisor = plan.steps, plan.divisor
     schedule = plan.batches.schedule(n, rng)  # FixedBatches draws its permutation here
-    source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
-    stream = plan.mechanism.noise_stream(p, plan.noise_std, **source, **(stream_options or {}))
+    stream = open_stream(plan.mechanism, p, plan.noise_std, rng, noise_seed, stream_options)
     averager = Averager(averaging, steps, p)
     w, fractions = iterate(
         model, X, y, schedule, steps, stream, plan.clip_norm, divisor, update, averager, w, callback
@@ -176,7 +190,8 @@ def run(
         plan: a calibrated :class:`TrainingPlan` (its ``num_records`` must be ``len(X)``).
         model: per-example gradients (``"linear"``, ``"logistic"`` or a GradientModel).
         update: the update rule (e.g. :class:`privopt.training.SGD`).
-        X, y: the private data (finite; validated by the caller or here).
+        X, y: the private data (one target per row; non-finite gradients are refused by the
+            clipping).
         rng: randomness of the batches and (unless ``noise_seed``) of the noise stream's key.
         delta: the delta of the returned report.
         averaging: ``"last"``, ``"mean"`` or ``"tail"`` iterate.

@@ -33,7 +33,7 @@ Privacy events (the sensitivities are computed, never assumed):
 from __future__ import annotations
 
 import dataclasses
-import math
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -167,13 +167,18 @@ class TrainingPlan:
         """Factor of the neighbouring relation on a clipped contribution: 2 for replace-one."""
         return 2.0 if self.neighbouring is Neighbouring.REPLACE_ONE else 1.0
 
+    @functools.cached_property
+    def unit_sensitivity(self) -> float:
+        """The mechanism's sensitivity per unit contribution for the batches' participation
+        pattern (fixed batches only); computed once per plan (calibration asks many times)."""
+        if self.participation is None:
+            raise ValueError(f"{self.batches.name} is accounted with amplification, not as C G.")
+        return self.mechanism.sensitivity(self.steps, self.participation)
+
     @property
     def sensitivity(self) -> float:
         """l2 sensitivity of the whole run as one Gaussian mechanism (fixed batches only)."""
-        if self.participation is None:
-            raise ValueError(f"{self.batches.name} is accounted with amplification, not as C G.")
-        unit = self.mechanism.sensitivity(self.steps, self.participation)
-        return self.relation_factor * self.clip_norm * unit
+        return self.relation_factor * self.clip_norm * self.unit_sensitivity
 
     @property
     def mu(self) -> float | None:
@@ -230,6 +235,4 @@ class TrainingPlan:
                 f"{self.sensitivity:.6g} = {self.relation_factor:g} G x the mechanism's unit "
                 f"sensitivity for this participation pattern"
             )
-        if not math.isfinite(self.noise_std):  # pragma: no cover - guarded by validation
-            raise ValueError("non-finite noise")
         return out
