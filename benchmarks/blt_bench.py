@@ -29,8 +29,7 @@ def _rss_mb() -> float:
 def _optimal_max_loss(n: int) -> float:
     """The optimal Toeplitz (sqrt of A) max loss: sens^2 sum_t beta_t^2, beta = cumsum(c^-1),
     computed in O(n) from its coefficients (no n x n matrix)."""
-    cc = optimal_cc()
-    return cc.sensitivity_squared(n) * float(np.sum(np.cumsum(cc.beta(n)) ** 2))
+    return optimal_cc().prefix_losses(n)[0]
 
 
 def stream_cost(mechanism, dim: int, steps: int, std: float = 1.0) -> dict:

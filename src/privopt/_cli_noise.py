@@ -5,7 +5,6 @@ from __future__ import annotations
 import json
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.table import Table
@@ -121,14 +120,14 @@ def noise_blt(
     mech = noise.optimize_blt(
         steps, min_sep=min_sep, participations=participations, error=error, buffers=buffers
     )
-    max_loss, mean_loss = mech.max_loss(steps, pattern), mech.mean_loss(steps, pattern)
+    max_loss, mean_loss = mech.prefix_losses(steps, pattern)
     if min_sep is None:
         reference_name = "optimal Toeplitz"
-        reference = noise.toeplitz_prefix_losses(noise.optimal_cc(), steps)
+        reference = noise.optimal_cc().prefix_losses(steps)
     else:
         nu = noise.tune_nu(steps, min_sep, participations).nu
         reference_name = f"nu-DP-FTRL (tuned nu = {nu:.4g})"
-        reference = noise.toeplitz_prefix_losses(noise.nu_dpftrl(nu), steps, pattern)
+        reference = noise.nu_dpftrl(nu).prefix_losses(steps, pattern)
     ours = max_loss if error == "max" else mean_loss
     result: dict[str, Any] = {
         "buf_decay": mech.buf_decay.tolist(),
@@ -145,15 +144,6 @@ def noise_blt(
     if min_sep is not None:
         result.update(min_sep=min_sep, participations=participations)
     _emit("Optimised BLT", result, as_json)
-
-
-def _dense_prefix_losses(mech, steps: int, pattern) -> tuple[float, float]:
-    """(max, mean) prefix-sum loss from the materialised decoder (small horizons only)."""
-    b = mech.decoder_matrix(steps)
-    ab = b if isinstance(mech, noise.TreeAggregation) else np.cumsum(b, axis=0)
-    rows = np.sum(ab**2, axis=1)
-    sens2 = mech.sensitivity_squared(steps, pattern)
-    return sens2 * float(rows.max()), sens2 * float(rows.sum()) / steps
 
 
 @noise_app.command("compare")
@@ -185,12 +175,7 @@ def noise_compare(
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", noise.SensitivityUpperBoundWarning)  # stated below
         for name, mech, state in candidates:
-            if isinstance(mech, noise.TreeAggregation):
-                max_loss, mean_loss = _dense_prefix_losses(mech, steps, pattern)
-            elif isinstance(mech, noise.BLTMechanism):
-                max_loss, mean_loss = mech.max_loss(steps, pattern), mech.mean_loss(steps, pattern)
-            else:
-                max_loss, mean_loss = noise.toeplitz_prefix_losses(mech, steps, pattern)
+            max_loss, mean_loss = mech.prefix_losses(steps, pattern)
             rows[name] = {"max_loss": max_loss, "mean_loss": mean_loss, "state_vectors": state}
     result: dict[str, Any] = {"steps": steps, "mechanisms": rows}
     if min_sep is not None:

@@ -325,8 +325,21 @@ class Mechanism(ABC):
         """Objective (3) of notes/001.md normalised by sensitivity: sens^2 * ||A B||_F^2.
 
         A is the T x T lower-triangular all-ones (prefix-sum) matrix. For the tree mechanism, whose
-        B already releases prefix sums, A B is replaced by B itself (see its override).
+        B already releases prefix sums, A B is replaced by B itself (its ``_prefix_workload``).
         """
-        b = self.decoder_matrix(steps)
-        ab = np.cumsum(b, axis=0)
+        ab = self._prefix_workload(steps)
         return float(self.sensitivity_squared(steps, participation) * np.sum(ab**2))
+
+    def prefix_losses(
+        self, steps: int, participation: Participation = SINGLE
+    ) -> tuple[float, float]:
+        """(max loss, mean loss) for the prefix-sum workload: sens^2 times the largest and the
+        mean squared row norm of A B (notes/blt_and_adaptive_clipping.md §1.3; the mean loss is
+        :meth:`prefix_sum_error` / T). Dense here; Toeplitz and BLT mechanisms override it."""
+        rows = np.sum(self._prefix_workload(steps) ** 2, axis=1)
+        sens2 = self.sensitivity_squared(steps, participation)
+        return float(sens2 * rows.max()), float(sens2 * rows.sum() / steps)
+
+    def _prefix_workload(self, steps: int) -> np.ndarray:
+        """A B: the noise of the released prefix sums (materialised, small T)."""
+        return np.cumsum(self.decoder_matrix(steps), axis=0)

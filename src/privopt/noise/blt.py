@@ -289,6 +289,12 @@ class BLTMechanism(Mechanism):
         """sens^2 * MeanErr for the prefix-sum workload (§1.3)."""
         return self.sensitivity_squared(steps, participation) * self.mean_error(steps)
 
+    def prefix_losses(
+        self, steps: int, participation: Participation = SINGLE
+    ) -> tuple[float, float]:
+        """(max loss, mean loss) without dense matrices."""
+        return self.max_loss(steps, participation), self.mean_loss(steps, participation)
+
     def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
         """sens^2 ||A C^-1||_F^2 = n * mean_loss, without dense matrices."""
         steps = check_count("steps", steps)
@@ -533,20 +539,9 @@ def optimize_blt(
 def toeplitz_prefix_losses(
     mechanism: Mechanism, steps: int, participation: Participation = SINGLE
 ) -> tuple[float, float]:
-    """(max loss, mean loss) of any lower-triangular Toeplitz mechanism for the prefix workload.
-
-    With beta the coefficients of its per-step noise matrix B = C^-1 and p = cumsum(beta) those
-    of A B (note §1.3): MaxErr = sum_{t<n} p_t^2 and MeanErr = sum_t (n - t) p_t^2 / n, each
-    times the mechanism's sensitivity^2 under ``participation``. O(n) for a Toeplitz mechanism
-    (e.g. the optimal Toeplitz ``optimal_cc()``, nu-DP-FTRL), the reference for BLT losses.
-    """
-    steps = check_count("steps", steps)
-    beta_of = getattr(mechanism, "beta", None)
-    if beta_of is None:
+    """(max loss, mean loss) of a lower-triangular Toeplitz mechanism (e.g. the optimal Toeplitz
+    ``optimal_cc()``, nu-DP-FTRL), the reference for BLT losses: its O(T)
+    :meth:`~privopt.noise.toeplitz.ToeplitzMechanism.prefix_losses`."""
+    if getattr(mechanism, "beta", None) is None:
         raise ValueError(f"{mechanism.name} is not a Toeplitz mechanism (it has no beta).")
-    prefix = np.cumsum(np.asarray(beta_of(steps), dtype=float))
-    squares = prefix**2
-    sens2 = mechanism.sensitivity_squared(steps, participation)
-    max_loss = sens2 * float(np.sum(squares))
-    mean_loss = sens2 * float(np.sum((steps - np.arange(steps)) * squares)) / steps
-    return max_loss, mean_loss
+    return mechanism.prefix_losses(steps, participation)

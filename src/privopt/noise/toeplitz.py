@@ -181,9 +181,23 @@ class ToeplitzMechanism(Mechanism):
         """sens^2 ||A B||_F^2 in O(T): A B is Toeplitz with coefficients cumsum(beta), so
         ||A B||_F^2 = sum_m (T - m) (cumsum beta)_m^2 (notes/001.md §2.2)."""
         steps = check_count("steps", steps)
-        tilde_b = np.cumsum(self.beta(steps))
-        frobenius = float(np.sum((steps - np.arange(steps)) * tilde_b**2))
+        frobenius = float(np.sum((steps - np.arange(steps)) * self._prefix_squares(steps)))
         return self.sensitivity_squared(steps, participation) * frobenius
+
+    def prefix_losses(
+        self, steps: int, participation: Participation = SINGLE
+    ) -> tuple[float, float]:
+        """(max loss, mean loss) in O(T): the rows of A B have non-decreasing norms, so the
+        largest is the last, sum_m (cumsum beta)_m^2."""
+        steps = check_count("steps", steps)
+        squares = self._prefix_squares(steps)
+        sens2 = self.sensitivity_squared(steps, participation)
+        mean = float(np.sum((steps - np.arange(steps)) * squares)) / steps
+        return sens2 * float(np.sum(squares)), sens2 * mean
+
+    def _prefix_squares(self, steps: int) -> np.ndarray:
+        """(cumsum beta)_m^2: the squared coefficients of the Toeplitz matrix A B."""
+        return np.cumsum(self.beta(steps)) ** 2
 
     def source_indices(self, steps: int) -> list[tuple[int, int]]:
         return [(0, tau) for tau in range(check_count("steps", steps))]

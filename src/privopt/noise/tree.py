@@ -22,7 +22,6 @@ import numpy as np
 
 from privopt._validate import check_count
 from privopt.noise.base import (
-    SINGLE,
     Mechanism,
     NoiseSource,
     NoiseStream,
@@ -143,10 +142,9 @@ class TreeAggregation(Mechanism):
             participation.participations,  # type: ignore[arg-type]
         )
 
-    def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
-        """sens^2 * ||B||_F^2: B already releases prefix sums (no extra cumulative sum)."""
-        b = self.decoder_matrix(steps)
-        return float(self.sensitivity_squared(steps, participation) * np.sum(b**2))
+    def _prefix_workload(self, steps: int) -> np.ndarray:
+        """B itself: the tree already releases prefix sums (no extra cumulative sum)."""
+        return self.decoder_matrix(steps)
 
     def source_indices(self, steps: int) -> list[tuple[int, int]]:
         return [(k + 1, j) for k, j in _complete_nodes(check_count("steps", steps))]
