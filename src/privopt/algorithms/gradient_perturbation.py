@@ -36,17 +36,26 @@ import numpy as np
 from privopt._validate import check_count, check_positive
 from privopt.accounting import (
     DpAccountingAccountant,
+    PrivacyEvent,
     PrivacyLedger,
     RenyiGuaranteeEvent,
     SampledGaussianEvent,
 )
 from privopt.accounting._search import feasible_boundary
 from privopt.algorithms.holder_problem import HolderProblem
-from privopt.algorithms.projected_sgd import projected_sgd
-from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
+from privopt.algorithms.result import FitResult
 from privopt.losses import LinearLoss
+from privopt.training import (
+    SGD,
+    LossModel,
+    Projected,
+    SampledWithoutReplacement,
+    TrainingPlan,
+    execute,
+)
 
 __all__ = [
+    "Theorem11Analysis",
     "Theorem11Noise",
     "dp_sgd_gradient",
     "rdp_gradient_noise",
@@ -130,6 +139,38 @@ def theorem11_noise(
     )
 
 
+@dataclass(frozen=True)
+class Theorem11Analysis:
+    """Theorem 11 as a plan analysis: the RDP at order lambda of the plan's T sampled steps.
+
+    From Algorithm 2 line 3 solved for the guarantee: T steps with noise std sigma = s G on a
+    gradient of norm <= G (one record of n per step, replace-one) are
+    (lambda, 14 T lambda / (s^2 n^2))-RDP, provided conditions (32) s^2 / 4 >= 0.67 and (33)
+    lambda - 1 <= s^2 / 6 log(n / (lambda (1 + s^2 / 4))) hold (checked here, on the plan's
+    own fields, whenever the event is built).
+    """
+
+    order: float
+
+    def event(self, plan: TrainingPlan, multiplier: float) -> PrivacyEvent:
+        batches = plan.batches
+        if not isinstance(batches, SampledWithoutReplacement) or batches.sample_size != 1:
+            raise ValueError("Theorem 11 analyses one uniformly sampled record per step.")
+        n, steps, lam = plan.num_records, plan.steps, self.order
+        ratio = multiplier**2 / 4.0
+        argument = n / (lam * (1.0 + ratio))
+        if ratio < 0.67 or argument <= 1.0 or lam - 1.0 > (2.0 / 3.0) * ratio * math.log(argument):
+            raise ValueError(
+                f"Theorem 11's conditions (32)-(33) fail at noise multiplier {multiplier:.6g}, "
+                f"lambda = {lam:.6g}, n = {n}, T = {steps}."
+            )
+        return RenyiGuaranteeEvent(
+            order=lam,
+            value=14.0 * steps * lam / (multiplier**2 * n**2),
+            label="noisy SGD steps, Theorem 11 (Liang et al. subsampled-Gaussian RDP)",
+        )
+
+
 @functools.lru_cache(maxsize=256)
 def _rdp_epsilon(noise_multiplier: float, n: int, steps: int, delta: float) -> float:
     event = SampledGaussianEvent(noise_multiplier, population=n, count=steps)
@@ -191,8 +232,8 @@ def dp_sgd_gradient(
         gradient_bound: ``"tight"`` (sup of the gradient norm over the ball, notes §5) or
             ``"paper"`` (M + L R^alpha); both are valid, the tight one is never larger.
         ledger, partition: record into this replace-one ledger under this partition label.
-        diagnostics: also return the non-private ``max_visits`` of the secret index sequence
-            (warns; recorded in the report as a non-private release).
+        diagnostics: also return the non-private per-step clip flags (warns; recorded in the
+            report as a non-private release).
     """
     if radius is None:
         raise ValueError(
@@ -230,36 +271,32 @@ def dp_sgd_gradient(
     )
     sigma = paper.sigma if use_paper else rdp_sigma
 
-    run = projected_sgd(
-        problem.X,
-        problem.y,
-        problem.loss,
-        eta=eta,
-        steps=steps,
-        rng=rng,
-        radius=radius,
-        noise_std=sigma,
+    # Algorithm 2 on the training core: one uniformly sampled record per step, gradients
+    # clipped at G (a no-op within the bound; it makes the sensitivity hold by construction),
+    # noise std sigma = (sigma / G) G, w <- Proj_R(w - eta (g + b)), mean of w_1 .. w_T.
+    plan = TrainingPlan(
+        n,
+        SampledWithoutReplacement(1, steps),
+        clip_norm=bound,
+        noise_multiplier=sigma / bound,
+        neighbouring="replace-one",
+        analysis=Theorem11Analysis(paper.order) if use_paper else None,
+        label="noisy SGD steps (one record of n per step)",
     )
     ledger = problem.ledger(ledger)
-    if use_paper:
-        ledger.record(
-            RenyiGuaranteeEvent(
-                order=paper.order,
-                value=paper.beta * epsilon,
-                label="noisy SGD steps, Theorem 11 (Liang et al. subsampled-Gaussian RDP)",
-            ),
-            partition=partition,
-        )
-    else:
-        ledger.record(
-            SampledGaussianEvent(
-                sigma / (2.0 * bound),
-                population=n,
-                count=steps,
-                label="noisy SGD steps (one record of n per step)",
-            ),
-            partition=partition,
-        )
+    coef, trace, info = execute(
+        plan,
+        LossModel(problem.loss),
+        Projected(SGD(eta), radius),
+        problem.X,
+        problem.y,
+        rng=rng,
+        averaging="inputs",
+        ledger=ledger,
+        partition=partition,
+        diagnostics=diagnostics,
+        info=None,
+    )
     ledger.assume(
         f"per-step gradient norm <= G = {bound:.6g} ({gradient_bound} bound) on the ball of "
         f"radius {radius:g}; replace-one sensitivity 2G"
@@ -273,8 +310,7 @@ def dp_sgd_gradient(
     )
     rdp_note = "" if rdp_sigma is None else f"; RDP sigma = {rdp_sigma:.6g}"
     ledger.assume(f"accounting used: {used}; {paper_note}{rdp_note}")
-    trace, info = release_diagnostics(
-        FitTrace.empty(),
+    info.update(
         {
             "sigma": sigma,
             "accounting": "paper" if use_paper else "rdp",
@@ -289,13 +325,10 @@ def dp_sgd_gradient(
             "steps": steps,
             "radius": radius,
             "loss": problem.loss.name,
-            "max_visits": int(run.visits.max()),
-        },
-        diagnostics=diagnostics,
-        ledger=ledger,
+        }
     )
     return FitResult(
-        coef=run.average,
+        coef=coef,
         intercept=0.0,
         report=ledger.report(delta),  # the whole ledger's claim (it may hold other partitions)
         trace=trace,

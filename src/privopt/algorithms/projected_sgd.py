@@ -10,8 +10,11 @@ DP-SGD-Output or b_t ~ N(0, sigma^2 I_d) for DP-SGD-Gradient (seed 002 Algorithm
 bound of the paper (the Chernoff visit count of Theorem 7, the sampling rate 1/n of Theorem 11)
 assumes exactly this sampling, so no shuffling, epochs or batches are offered here.
 
-The loop is sequential by nature; for linear models each step costs O(d). Indices and noise are
-drawn in chunks, and the per-step work is a dot product, a scalar derivative and an axpy.
+This is the training core's single-row kernel (:mod:`privopt.training.kernels`) with one
+uniformly sampled record per step: the same loop DP-SGD-Gradient runs through
+:func:`privopt.training.run`, here without a privacy event (DP-SGD-Output's stability analysis
+is about this plain SGD; the privacy comes from the output noise). Indices are drawn in blocks
+of 4096 by :class:`privopt.training.SampledWithoutReplacement` (one record per step).
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ import numpy as np
 
 from privopt._validate import check_count, check_nonnegative, check_positive
 from privopt.losses import LinearLoss
-from privopt.noise.rng import gaussian_noise
+from privopt.noise import independent
+from privopt.training import SGD, LossModel, Projected, SampledWithoutReplacement
+from privopt.training.averaging import Averager
+from privopt.training.kernels import single_row_iterate, single_row_rule
 
 __all__ = ["SGDRun", "projected_sgd"]
-
-_CHUNK = 4096
 
 
 @dataclass(frozen=True)
@@ -69,8 +73,9 @@ def projected_sgd(
         steps: T.
         rng: draws the index sequence i_1..i_T.
         radius: R of the ball W = B(0, R); None for W = R^d.
-        noise_std: sigma of the Gaussian added to each stochastic gradient (0: none).
-        noise_rng: separate generator for the gradient noise (default: ``rng``).
+        noise_std: sigma of the Gaussian added to each stochastic gradient (0: none); the noise
+            comes from the independent mechanism's stream (:mod:`privopt.noise`).
+        noise_rng: separate generator for the gradient noise's key (default: ``rng``).
         indices: a fixed index sequence (length T) instead of drawing one; used to couple two
             runs on neighbouring datasets (stability tests).
     """
@@ -86,31 +91,38 @@ def projected_sgd(
         indices = np.asarray(indices, dtype=np.int64)
         if indices.shape != (steps,) or indices.min() < 0 or indices.max() >= n:
             raise ValueError(f"indices must be {steps} integers in [0, {n}).")
-    noise_rng = noise_rng or rng
     if y.shape != (n,):
         raise ValueError(f"Expected y of shape ({n},), got {y.shape}.")
-    loss.derivative(np.zeros(n), y)  # validates every label once (e.g. {-1, +1})
-    derivative = loss._derivative  # validated above; float scalars on the hot path
-    w = np.zeros(d)
-    total = np.zeros(d)
-    visits = np.zeros(n, dtype=np.int64)
-    max_norm = 0.0
-    for start in range(0, steps, _CHUNK):
-        size = min(_CHUNK, steps - start)
-        chunk = indices[start : start + size] if indices is not None else rng.integers(0, n, size)
-        np.add.at(visits, chunk, 1)
-        noise = gaussian_noise(noise_rng, eta * noise_std, (size, d)) if noise_std > 0 else None
-        for k, i in enumerate(chunk.tolist()):
-            total += w  # w_t enters the average before the update (w_1 = 0 included)
-            x = X[i]
-            w -= (eta * derivative(x @ w, y[i])) * x
-            if noise is not None:
-                w -= noise[k]
-            if radius is not None:
-                norm = math.sqrt(w @ w)
-                if norm > radius:
-                    w *= radius / norm
-                max_norm = max(max_norm, min(norm, radius))
-    if radius is None:
-        max_norm = float("nan")  # not tracked on R^d (no projection)
-    return SGDRun(average=total / steps, last=w, visits=visits, max_norm=max_norm)
+    if indices is None:
+        schedule = SampledWithoutReplacement(1, steps).schedule(n, rng)
+        indices = np.concatenate(list(schedule)).astype(np.int64)
+    model = LossModel(loss)
+    norms = model.prepare(X, y)  # validates every label once (e.g. {-1, +1})
+    stream = (
+        independent().noise_stream(d, noise_std, rng=noise_rng or rng) if noise_std > 0 else None
+    )
+    update = SGD(eta) if radius is None else Projected(SGD(eta), radius)
+    averager = Averager("inputs", steps, d)
+    largest = [0.0]
+
+    def track(step: int, w: np.ndarray) -> None:
+        largest[0] = max(largest[0], math.sqrt(float(w @ w)))
+
+    average, _ = single_row_iterate(
+        model,
+        X,
+        y,
+        indices.reshape(-1, 1),
+        steps,
+        stream,
+        None,
+        1.0,
+        single_row_rule(model, update),
+        averager,
+        np.zeros(d),
+        norms,
+        track if radius is not None else None,
+    )
+    visits = np.bincount(indices, minlength=n)
+    max_norm = largest[0] if radius is not None else float("nan")  # not tracked on R^d
+    return SGDRun(average=average, last=averager.last, visits=visits, max_norm=max_norm)

@@ -12,11 +12,13 @@ never materialise the n x d gradient matrix.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from privopt._validate import check_nonnegative
 
-__all__ = ["clip_factors", "clip_rows", "row_norms"]
+__all__ = ["clip_factor", "clip_factors", "clip_rows", "row_norms"]
 
 _TINY = np.finfo(float).tiny
 
@@ -65,3 +67,19 @@ def clip_rows(rows: np.ndarray, threshold: float) -> np.ndarray:
         raise ValueError("Cannot clip non-finite values (NaN or inf in the gradients).")
     factors = clip_factors(row_norms(rows), threshold)
     return rows * factors.reshape((*rows.shape[:-1], 1))
+
+
+def clip_factor(norm: float, threshold: float) -> float:
+    """:func:`clip_factors` for one norm, on Python floats (the single-row training kernel).
+
+    The same semantics: 1.0 at or below the threshold, else ``threshold / norm`` nudged down
+    until ``factor * norm <= threshold`` holds in floating point.
+    """
+    if not math.isfinite(norm):
+        raise ValueError("Cannot clip non-finite values (NaN or inf in the gradients).")
+    if norm <= threshold:
+        return 1.0
+    factor = threshold / norm
+    while factor * norm > threshold:
+        factor = math.nextafter(factor, 0.0)
+    return factor

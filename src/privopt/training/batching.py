@@ -30,6 +30,9 @@ import numpy as np
 from privopt._validate import check_count, check_positive, check_sample_rate
 from privopt.noise import Participation
 
+#: indices of one-row sampling are drawn this many steps at a time
+_INDEX_BLOCK = 4096
+
 __all__ = [
     "BatchStrategy",
     "FixedBatches",
@@ -44,6 +47,11 @@ class BatchStrategy(ABC):
 
     #: short name used in reports
     name: str = "batches"
+
+    @property
+    def rows_per_step(self) -> int | None:
+        """The number of rows of every batch when it is fixed (None when it varies)."""
+        return None
 
     @abstractmethod
     def steps(self, n: int) -> int:
@@ -137,6 +145,10 @@ class FixedBatches(BatchStrategy):
         object.__setattr__(self, "batch_size", check_count("batch_size", self.batch_size))
         object.__setattr__(self, "epochs", check_count("epochs", self.epochs))
 
+    @property
+    def rows_per_step(self) -> int:
+        return self.batch_size
+
     def per_epoch(self, n: int) -> int:
         per_epoch = check_count("n", n) // self.batch_size
         if per_epoch < 1:
@@ -199,9 +211,18 @@ class SampledWithoutReplacement(BatchStrategy):
     def divisor(self, n: float) -> float:
         return float(self.sample_size)
 
+    @property
+    def rows_per_step(self) -> int:
+        return self.sample_size
+
     def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
         if self.sample_size > n:
             raise ValueError(f"sample_size={self.sample_size} exceeds the {n} records.")
+        if self.sample_size == 1:  # one uniform index per step, drawn in blocks (same law)
+            for start in range(0, self.num_steps, _INDEX_BLOCK):
+                block = rng.integers(0, n, size=min(_INDEX_BLOCK, self.num_steps - start))
+                yield from block.reshape(-1, 1)
+            return
         for _ in range(self.num_steps):
             yield rng.choice(n, size=self.sample_size, replace=False)
 

@@ -96,6 +96,9 @@ class LinearRegressionModel(_ResidualModel):
     def residuals(self, w, X, y):
         return X @ w - y
 
+    def scalar_residual(self, z: float, y: float) -> float:
+        return z - y
+
 
 class LogisticRegressionModel(_ResidualModel):
     """Logistic loss with labels in {0, 1}: gradient (sigmoid(<x, w>) - y) x.
@@ -115,6 +118,9 @@ class LogisticRegressionModel(_ResidualModel):
     def residuals(self, w, X, y):
         z = X @ w
         return np.exp(-np.logaddexp(0.0, -z)) - y  # sigmoid without overflow
+
+    def scalar_residual(self, z: float, y: float) -> float:
+        return float(np.exp(-np.logaddexp(0.0, -z))) - y
 
 
 @dataclass(frozen=True)
@@ -145,6 +151,9 @@ class LossModel(_ResidualModel):
 
     def residuals(self, w, X, y):
         return self.loss._derivative(X @ w, y)  # labels validated in prepare
+
+    def scalar_residual(self, z: float, y: float) -> float:
+        return self.loss._derivative(z, y)
 
 
 def _check_binary_labels(y: np.ndarray, allowed: tuple[float, float], what: str) -> None:

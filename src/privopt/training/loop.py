@@ -22,10 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from privopt.accounting import PrivacyLedger
+from privopt.accounting import PrivacyBudget, PrivacyLedger
 from privopt.noise import SECRET_SEED_ASSUMPTION, Mechanism, NoiseStream
 from privopt.training.averaging import Averager
 from privopt.training.gradients import GradientModel, as_model, parameter_count
+from privopt.training.kernels import single_row_iterate, single_row_rule
 from privopt.training.plan import TrainingPlan
 from privopt.training.result import FitResult, FitTrace, release_diagnostics
 from privopt.training.updates import UpdateRule
@@ -68,16 +69,26 @@ def iterate(
     averager: Averager,
     w: np.ndarray,
     callback: Callable[[StepInfo], None] | None = None,
+    single_row: bool = False,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The iteration itself: clipped sum, the stream's noise, update, averaging, per step.
 
     No accounting happens here: :func:`run` wraps it with the plan's event. ``clip=None`` (no
     clipping) exists only for non-private analysis objects such as
     :func:`privopt.algorithms.noisy_ftrl`. Returns (averaged output, per-step clip fractions).
+    ``single_row=True`` (every batch has one row) lets :mod:`privopt.training.kernels` run the
+    same iteration on floats where the model and update allow it.
     """
-    state = update.init(w)
-    fractions = np.zeros(steps)
     prepared = model.prepare(X, y)
+    rule = single_row_rule(model, update) if single_row else None
+    if rule is not None:  # the same iteration on floats (privopt.training.kernels)
+        report = None if callback is None else (lambda t, v: callback(StepInfo(t, steps, v)))
+        return single_row_iterate(
+            model, X, y, schedule, steps, stream, clip, divisor, rule, averager, w, prepared, report
+        )
+    state = update.init(w)
+    averager.begin(w)
+    fractions = np.zeros(steps)
     for step, batch in enumerate(schedule):
         if len(batch):
             total, fraction = model.batch_gradient_sum(w, X, y, batch, clip, prepared)
@@ -108,6 +119,7 @@ def execute(
     callback: Callable[[StepInfo], None] | None = None,
     diagnostics: bool = False,
     info: dict[str, Any] | None = None,
+    budget: PrivacyBudget | None = None,
 ) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
     """Run ``plan`` and record its event in ``ledger``; returns (w, trace, info).
 
@@ -129,6 +141,8 @@ def execute(
             f"uses {ledger.neighbouring.value!r}."
         )
     event = plan.event()  # fails before any data is read if the plan is not calibrated
+    if budget is not None:  # issue 18: the plan's event is charged before any data is read
+        budget.charge([event], neighbouring=plan.neighbouring, label=f"training plan {event!r}")
     p = parameter_count(model, X, w0)
     w = np.zeros(p) if w0 is None else np.asarray(w0, dtype=float).copy()
     if w.shape != (p,) or not np.all(np.isfinite(w)):
@@ -138,7 +152,19 @@ def execute(
     stream = open_stream(plan.mechanism, p, plan.noise_std, rng, noise_seed, stream_options)
     averager = Averager(averaging, steps, p)
     w, fractions = iterate(
-        model, X, y, schedule, steps, stream, plan.clip_norm, divisor, update, averager, w, callback
+        model,
+        X,
+        y,
+        schedule,
+        steps,
+        stream,
+        plan.clip_norm,
+        divisor,
+        update,
+        averager,
+        w,
+        callback,
+        single_row=plan.batches.rows_per_step == 1,
     )
     ledger.record(event, partition=partition)
     for text in plan.assumptions():
@@ -183,6 +209,7 @@ def run(
     diagnostics: bool = False,
     method: str = "private-training",
     info: dict[str, Any] | None = None,
+    budget: PrivacyBudget | None = None,
 ) -> FitResult:
     """Run ``plan`` on (X, y) and record its event; returns coefficients, report and trace.
 
@@ -203,6 +230,8 @@ def run(
         callback: called with a :class:`StepInfo` after every step (progress).
         diagnostics: also return the non-private per-step clip fractions (warns; stated).
         method, info: the result's method name and extra configuration.
+        budget: a :class:`~privopt.PrivacyBudget` charged with the plan's event before any
+            data is read (:class:`~privopt.BudgetExceededError` if it does not fit).
     """
     ledger = ledger if ledger is not None else PrivacyLedger(plan.neighbouring)
     w, trace, details = execute(
@@ -221,5 +250,6 @@ def run(
         callback=callback,
         diagnostics=diagnostics,
         info=info,
+        budget=budget,
     )
     return FitResult(w, 0.0, ledger.report(delta), trace, method, details)

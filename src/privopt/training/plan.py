@@ -35,6 +35,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
@@ -88,6 +89,10 @@ class TrainingPlan:
     #: public size used for the sampling divisor when the realised N is not the public one
     public_records: float | None = None
     label: str = "training steps"
+    #: an alternative analysis of this same mechanism (e.g. a paper's theorem): an object with
+    #: ``event(plan, noise_multiplier) -> PrivacyEvent`` built from the plan's fields; None
+    #: for the standard accounting of the module table
+    analysis: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
@@ -198,6 +203,8 @@ class TrainingPlan:
         return self._event(sigma)
 
     def _event(self, sigma: float) -> PrivacyEvent:
+        if self.analysis is not None:
+            return self.analysis.event(self, sigma)
         if isinstance(self.batches, PoissonSampling):
             return PoissonSampledGaussianEvent(
                 sigma, self.batches.sample_rate, count=self.steps, label=self.label
@@ -229,6 +236,8 @@ class TrainingPlan:
             f"per-example gradients clipped to l2 norm {self.clip_norm:g}",
             self.batches.describe(self.num_records),
         ]
+        if self.analysis is not None:
+            out.append(f"privacy analysed by {type(self.analysis).__name__}")
         if isinstance(self.batches, FixedBatches):
             out.append(
                 f"correlated noise {self.mechanism.name}: sensitivity "
