@@ -244,3 +244,28 @@ def test_run_refuses_mismatched_targets():
     with pytest.raises(ValueError, match="y has shape"):
         run(plan, "linear", SGD(0.1), np.zeros((10, 2)), np.zeros(9),
             rng=np.random.default_rng(0), delta=DELTA)  # fmt: skip
+
+
+@pytest.mark.parametrize("accounting", ["paper", "rdp"])
+def test_gradient_perturbation_records_its_plans_event(accounting):
+    from privopt.accounting import RenyiGuaranteeEvent
+    from privopt.algorithms import dp_sgd_gradient
+
+    rng = np.random.default_rng(6)
+    X = rng.normal(size=(2000, 3))
+    X /= np.maximum(1.0, np.linalg.norm(X, axis=1, keepdims=True))
+    y = np.where(X @ np.ones(3) > 0, 1.0, -1.0)
+    ledger = PrivacyLedger("replace-one")
+    fit = dp_sgd_gradient(
+        X, y, "hinge", epsilon=2.0, delta=DELTA, x_bound=1.0, radius=2.0, eta=0.05,
+        steps=500, rng=np.random.default_rng(0), accounting=accounting, ledger=ledger,
+    )  # fmt: skip
+    plan = fit.info["plan"]
+    assert ledger.events == (plan.event(),)
+    assert plan.noise_std == pytest.approx(fit.info["sigma"], rel=1e-15)
+    assert plan.batches.rows_per_step == 1 and plan.steps == 500
+    expected = RenyiGuaranteeEvent if accounting == "paper" else SampledGaussianEvent
+    assert isinstance(plan.event(), expected)
+    if accounting == "paper":  # Theorem 11's guarantee, beta epsilon, rebuilt from the plan
+        assert plan.event().value == pytest.approx(fit.info["paper_beta"] * 2.0, rel=1e-9)
+    assert fit.report.epsilon <= 2.0
