@@ -34,10 +34,9 @@ from privopt.accounting import (
     Neighbouring,
     PrivacyLedger,
     PrivacyReport,
-    calibrate_gaussian_sigma,
     classical_gaussian_sigma,
-    gdp_epsilon,
 )
+from privopt.training.calibrate import calibrate_noise_multiplier
 
 if TYPE_CHECKING:
     from privopt.algorithms.srgd_parameters import SRGDParameters
@@ -99,9 +98,10 @@ def calibrate_noise(
     else:
         unit, levels = clip_first, 1
     sensitivity = factor * unit / batch_size
-    sigma = calibrate_gaussian_sigma(epsilon, delta, sensitivity)
-    while gdp_epsilon(sensitivity / sigma, delta) > epsilon:  # the report's epsilon <= target
-        sigma *= 1.0 + 1e-12
+    # the core's one calibration: exact mu-GDP, verified on the event the ledger records
+    sigma = calibrate_noise_multiplier(
+        lambda std: GaussianEvent(sensitivity, std), epsilon, delta, neighbouring
+    )
     classical = classical_gaussian_sigma(epsilon, delta, sensitivity)
     paper_budget = sensitivity * math.sqrt(2.0 * math.log(2.5 / delta)) / epsilon
     corollary = None
