@@ -41,7 +41,6 @@ from privopt.accounting import (
     RenyiGuaranteeEvent,
     SampledGaussianEvent,
 )
-from privopt.accounting._search import feasible_boundary
 from privopt.algorithms.holder_problem import HolderProblem
 from privopt.algorithms.result import FitResult
 from privopt.losses import LinearLoss
@@ -182,21 +181,14 @@ def rdp_gradient_noise(
 ) -> float:
     """Smallest sigma (verified) with dp_accounting RDP epsilon <= target for T sampled steps.
 
-    The noise multiplier is sigma / (2 G): 2G is the replace-one sensitivity of one gradient.
-    Each evaluation of the replace-one RDP takes about a second, so the root is found to a
-    relative 1e-4 (on the conservative side) and evaluations are cached.
+    The noise multiplier is sigma / G of the plan (one record of n per step, replace-one
+    sensitivity 2G), found by the training core's one calibration
+    (:meth:`privopt.training.TrainingPlan.calibrate`) on the event the fit records.
     """
-
-    def excess(multiplier: float) -> float:
-        return _rdp_epsilon(multiplier, n, steps, delta) - epsilon
-
-    good = 1.0
-    while excess(good) > 0:
-        good *= 4.0
-        if good > 1e8:
-            raise ValueError("No noise level reaches the target epsilon (RDP accounting).")
-    multiplier = feasible_boundary(excess, good, good / 4.0, rtol=1e-4)
-    return multiplier * 2.0 * gradient_bound
+    plan = TrainingPlan(
+        n, SampledWithoutReplacement(1, steps), clip_norm=gradient_bound, neighbouring="replace-one"
+    )
+    return plan.calibrate(epsilon, delta).noise_std
 
 
 def dp_sgd_gradient(
