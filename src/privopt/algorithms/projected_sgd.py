@@ -19,7 +19,6 @@ of 4096 by :class:`privopt.training.SampledWithoutReplacement` (one record per s
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -103,11 +102,6 @@ def projected_sgd(
     )
     update = SGD(eta) if radius is None else Projected(SGD(eta), radius)
     averager = Averager("inputs", steps, d)
-    largest = [0.0]
-
-    def track(step: int, w: np.ndarray) -> None:
-        largest[0] = max(largest[0], math.sqrt(float(w @ w)))
-
     average, _ = single_row_iterate(
         model,
         X,
@@ -121,8 +115,8 @@ def projected_sgd(
         averager,
         np.zeros(d),
         norms,
-        track if radius is not None else None,
     )
     visits = np.bincount(indices, minlength=n)
-    max_norm = largest[0] if radius is not None else float("nan")  # not tracked on R^d
-    return SGDRun(average=average, last=averager.last, visits=visits, max_norm=max_norm)
+    return SGDRun(
+        average=average, last=averager.last, visits=visits, max_norm=averager.largest_norm
+    )

@@ -38,6 +38,8 @@ class Averager:
         self.count = steps if kind == "inputs" else steps - self.start
         self.total = np.zeros(dim)
         self.last: np.ndarray | None = None
+        #: set by the single-row kernel: the largest projected iterate norm
+        self.largest_norm = float("nan")
 
     def begin(self, w0: np.ndarray) -> None:
         """Record the initial point (it enters only the ``inputs`` mean)."""

@@ -72,34 +72,47 @@ def single_row_iterate(
     """The kernel's loop; arguments as in :func:`privopt.training.iterate` (``norms``: the
     rows' l2 norms from ``model.prepare``). ``stream=None`` adds no noise (a non-private
     analysis object such as seed 002's plain projected SGD). Returns (averaged output,
-    per-step clip flags); the final iterate is kept as ``averager.last``."""
+    per-step clip flags); the final iterate is kept as ``averager.last`` and the largest
+    projected norm ``min(||w_t||, R)`` as ``averager.largest_norm`` (NaN without projection).
+    """
     rate, radius = rule
     scale = rate / divisor
     residual = model.scalar_residual  # type: ignore[attr-defined]
     fractions = np.zeros(steps)
     w = np.array(w, dtype=float)
     averager.begin(w)
-    zero = np.zeros(w.shape[0])
+    total, start, stop = averager.total, averager.start, averager.stop  # inlined averager.add
+    largest = 0.0
     for step, batch in enumerate(schedule):
-        # a fresh array, updated in place below
-        direction = stream.next() if stream is not None else zero.copy()
+        noise = stream.next() if stream is not None else None
         if len(batch):
             i = int(batch[0])
             x = X[i]
-            r = float(residual(float(x @ w), y[i]))
+            r = residual(float(x @ w), y[i])
             if clip is not None:
                 factor = clip_factor(abs(r) * float(norms[i]), clip)
                 if factor < 1.0:
                     fractions[step] = 1.0
                 r *= factor
-            direction += r * x
-        direction *= scale
-        w -= direction
+            if noise is None:
+                w -= (scale * r) * x
+            else:
+                noise += r * x
+                noise *= scale
+                w -= noise
+        elif noise is not None:
+            noise *= scale
+            w -= noise
         if radius is not None:
-            norm = math.sqrt(float(w @ w))
+            norm = math.sqrt(w @ w)
             if norm > radius:
                 w *= radius / norm
-        averager.add(w, step)
+                norm = radius
+            if norm > largest:
+                largest = norm
+        if start <= step < stop:
+            total += w
         if callback is not None:
             callback(step, w)
+    averager.largest_norm = largest if radius is not None else float("nan")
     return averager.result(w), fractions
