@@ -6,15 +6,19 @@ Subpackages follow the pipeline of every private training algorithm (see ARCHITE
 ``estimators`` build private models on top.
 """
 
-from privopt.accounting import PrivacyLedger, PrivacyReport
+from privopt._leak import PrivacyLeakWarning
+from privopt.accounting import BudgetExceededError, PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.estimators import DPLinearClassifier, DPLinearRegression, DPSGDRegressor
 
 __version__ = "0.1.0"
 
 __all__ = [
+    "BudgetExceededError",
     "DPLinearClassifier",
     "DPLinearRegression",
     "DPSGDRegressor",
+    "PrivacyBudget",
+    "PrivacyLeakWarning",
     "PrivacyLedger",
     "PrivacyReport",
     "__version__",

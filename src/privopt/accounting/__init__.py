@@ -2,7 +2,7 @@
 
 ``accounting`` knows nothing of models. Algorithms describe each private release as an event
 (:mod:`.events`), record it in a :class:`PrivacyLedger`, and read the resulting
-:class:`PrivacyReport`.
+:class:`PrivacyReport`. A :class:`PrivacyBudget` composes the charges of several fits.
 """
 
 from privopt.accounting.accountants import (
@@ -14,6 +14,7 @@ from privopt.accounting.accountants import (
     ZCDPAccountant,
     get_accountant,
 )
+from privopt.accounting.budget import BudgetExceededError, PrivacyBudget, Spend
 from privopt.accounting.events import (
     ApproxDPEvent,
     GaussianEvent,
@@ -47,6 +48,7 @@ __all__ = [
     "ACCOUNTANTS",
     "Accountant",
     "ApproxDPEvent",
+    "BudgetExceededError",
     "DpAccountingAccountant",
     "EventSummary",
     "GDPAccountant",
@@ -54,6 +56,7 @@ __all__ = [
     "LedgerEntry",
     "Neighbouring",
     "PoissonSampledGaussianEvent",
+    "PrivacyBudget",
     "PrivacyEvent",
     "PrivacyLedger",
     "PrivacyReport",
@@ -62,6 +65,7 @@ __all__ = [
     "SamplingFailureEvent",
     "ShuffleGuarantee",
     "ShuffledGaussianEvent",
+    "Spend",
     "UnsupportedEventError",
     "ZCDPAccountant",
     "calibrate_dpsgd_noise",

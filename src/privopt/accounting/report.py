@@ -2,7 +2,8 @@
 
 A report states the mechanisms (grouped by kind and label, with their sensitivities and noise),
 the accountant, the neighbouring relation, rho-zCDP and mu-GDP where they exist, epsilon at the
-fit's delta, and the assumptions the claim relies on. It renders as a rich table and as JSON.
+fit's delta, and the assumptions the claim relies on. It renders as a rich table and as JSON,
+with a plain-language :meth:`PrivacyReport.summary` beside the expert tables.
 """
 
 from __future__ import annotations
@@ -115,6 +116,46 @@ class PrivacyReport:
             raise KeyError(key)
         return getattr(self, key)
 
+    def summary(self) -> str:
+        """Two or three plain sentences: what is protected, against whom, with which guarantee.
+
+        The guarantee in words: for any one person's record, the probability of anything an
+        observer sees changes by at most a factor e^epsilon whether or not that record (in the
+        sense of the neighbouring relation) was used, except with probability delta.
+        """
+        unit = _PLAIN_UNIT.get(self.neighbouring, "one record is changed")
+        if math.isinf(self.epsilon):
+            guarantee = "no differential-privacy guarantee (epsilon is infinite)"
+        else:
+            strength = (
+                "strong" if self.epsilon <= 1.0 else "moderate" if self.epsilon <= 5.0 else "weak"
+            )
+            guarantee = (
+                f"differential privacy with epsilon = {self.epsilon:.3g} and delta = "
+                f"{self.delta:.2g} ({strength} protection): the chance of any outcome changes by "
+                f"at most a factor {math.exp(min(self.epsilon, 700.0)):.3g} whether or not "
+                f"{unit}, except with probability {self.delta:.2g}"
+            )
+        text = [
+            "This result limits what anyone who sees it (the model, its predictions, this "
+            "report), whatever else they know, can learn about any one person's record in the "
+            "training data.",
+            f"The guarantee is {guarantee}.",
+        ]
+        caveats = []
+        if self.assumptions:
+            n = len(self.assumptions)
+            caveats.append(f"it relies on the {n} assumption{'s' if n > 1 else ''} listed")
+        if self.non_private_releases:
+            n = len(self.non_private_releases)
+            caveats.append(
+                f"{n} release{'s' if n > 1 else ''} requested without privacy "
+                f"{'are' if n > 1 else 'is'} NOT covered"
+            )
+        if caveats:
+            text.append("It holds as stated below: " + "; ".join(caveats) + ".")
+        return " ".join(text)
+
     def to_dict(self) -> dict[str, Any]:
         """A JSON-serialisable dict (infinite epsilon becomes the string "inf")."""
         out = asdict(self)
@@ -147,7 +188,7 @@ class PrivacyReport:
             params = ", ".join(f"{k}={_fmt(v)}" for k, v in e.parameters.items())
             parts = str(e.partitions) if e.partitions else "all records"
             events.add_row(e.mechanism, e.label, str(e.releases), parts, params)
-        items: list[Any] = [head, events]
+        items: list[Any] = [Text(self.summary(), style="italic"), head, events]
         if self.assumptions:
             items.append(Text("Assumptions:", style="bold"))
             items.extend(Text(f"  - {a}") for a in self.assumptions)
@@ -166,6 +207,14 @@ class PrivacyReport:
         console = Console(width=110, record=True, file=_NullFile())
         console.print(self)
         return console.export_text()
+
+
+#: The neighbouring relation in plain words (what "one person's record" means).
+_PLAIN_UNIT = {
+    "replace-one": "one person's record is replaced by anyone else's",
+    "zero-out": "one person's record is blanked out",
+    "add-remove": "one person's record is added or removed",
+}
 
 
 class _NullFile:

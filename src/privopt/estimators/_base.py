@@ -1,33 +1,99 @@
-"""What every privopt estimator shares: the random state and the privacy report."""
+"""What every privopt estimator shares: randomness, budget, leak checks, bounds and weights.
+
+Every subclass's ``fit`` is wrapped (:meth:`PrivateEstimator.__init_subclass__`) so that, in this
+order and before the data are read:
+
+1. the parameters are validated (nothing is charged for a typo);
+2. :func:`privopt._leak.check_for_leaks` warns when the fit is driven by a non-private pipeline
+   step or a scikit-learn routine that refits it on the same rows;
+3. with ``budget=`` a :class:`~privopt.accounting.PrivacyBudget`, the fit's planned charge (its
+   calibration target (epsilon, delta), as the generic (epsilon, delta) mechanism) is reserved,
+   or :class:`~privopt.accounting.BudgetExceededError` is raised: only the parameters are read,
+   never X. After the fit the reservation is completed with the fit's ledger (the ledger handed
+   to :meth:`PrivateEstimator._generator`), so the budget composes the events that ran.
+
+The wrapper also makes the column names of a DataFrame available to
+:func:`resolve_feature_bounds` (``feature_bounds`` as a dict by column name).
+"""
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
+from collections.abc import Mapping
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator
 from sklearn.utils._param_validation import Interval
-from sklearn.utils.validation import check_is_fitted
+from sklearn.utils.validation import _num_samples, check_is_fitted
 
-from privopt.accounting import PrivacyLedger, PrivacyReport
+from privopt._leak import check_for_leaks
+from privopt.accounting import PrivacyBudget, PrivacyLedger, PrivacyReport
+from privopt.accounting.budget import Reservation, planned_guarantee
 from privopt.algorithms.preprocess import LinearBounds, check_feature_bounds, public_bounds
 from privopt.noise import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
 
-__all__ = ["PrivateEstimator", "as_generator"]
+__all__ = [
+    "PrivateEstimator",
+    "as_generator",
+    "resolve_feature_bounds",
+    "sample_weight_factors",
+    "weighted_rows",
+]
 
 #: scikit-learn constraints of the parameters every privopt estimator shares (the privacy
-#: target, the public bounds, private preprocessing and the randomness).
+#: target, the public bounds, private preprocessing, the randomness and the budget).
 SHARED_CONSTRAINTS: dict[str, list[Any]] = {
     "epsilon": [Interval(numbers.Real, 0, None, closed="neither")],
     "delta": [Interval(numbers.Real, 0, 1, closed="neither")],
     "fit_intercept": ["boolean"],
-    "feature_bounds": [None, "array-like"],
+    "feature_bounds": [None, "array-like", dict],
     "preprocess_fraction": [Interval(numbers.Real, 0, 0.5, closed="neither")],
     "random_state": [None, "random_state", np.random.Generator],
     "diagnostics": ["boolean"],
     "secure_mode": ["boolean"],
+    "budget": [None, PrivacyBudget],
 }
+
+
+@dataclass
+class _FitContext:
+    """What the wrapper of one fit collects: column names in, ledgers out."""
+
+    columns: tuple[str, ...] | None
+    n_rows: int | None = None
+    ledgers: list[PrivacyLedger] = field(default_factory=list)
+
+
+_CONTEXT: ContextVar[_FitContext | None] = ContextVar("privopt_fit_context", default=None)
+
+
+def resolve_feature_bounds(feature_bounds: Any, n_features: int) -> np.ndarray:
+    """Public bounds as an (n_features, 2) array; a dict maps DataFrame column names to pairs.
+
+    The dict must name every column of the DataFrame being fitted, and nothing else.
+    """
+    if not isinstance(feature_bounds, Mapping):
+        return check_feature_bounds(feature_bounds, n_features)
+    context = _CONTEXT.get()
+    columns = None if context is None else context.columns
+    if columns is None:
+        raise ValueError(
+            "feature_bounds given as a dict by column name needs X to be a DataFrame with "
+            "string column names; give an (n_features, 2) array for arrays."
+        )
+    missing = [c for c in columns if c not in feature_bounds]
+    extra = [k for k in feature_bounds if k not in columns]
+    if missing or extra:
+        raise ValueError(
+            f"feature_bounds must give a (low, high) pair for every column: missing {missing}, "
+            f"unknown {extra}."
+        )
+    return check_feature_bounds([feature_bounds[c] for c in columns], n_features)
 
 
 def public_linear_bounds(
@@ -46,7 +112,7 @@ def public_linear_bounds(
         raise ValueError("Give both feature_bounds and target_bounds, or neither.")
     if feature_bounds is None:
         return None
-    fb = check_feature_bounds(feature_bounds, n_features)
+    fb = resolve_feature_bounds(feature_bounds, n_features)
     tb = np.asarray(target_bounds, dtype=float).ravel()
     if tb.shape != (2,):
         raise ValueError("target_bounds must be a (low, high) pair.")
@@ -54,9 +120,72 @@ def public_linear_bounds(
     return public_bounds(fb, (tb[0], tb[1]), fit_intercept)
 
 
-def as_generator(random_state: Any, secure_mode: bool = False) -> np.random.Generator:
-    """None, an int seed or a numpy Generator, as a Generator (clear error otherwise).
+def sample_weight_factors(
+    sample_weight: Any, n: int, max_weight: float, ledger: PrivacyLedger
+) -> np.ndarray | None:
+    """sqrt(w_i / w_max) for squared-loss fits, or None without weights.
 
+    A weighted least-squares fit, min sum_i w_i (y_i - <theta, x_i>)^2, is the unweighted fit of
+    the rows (sqrt(c_i) x_i, sqrt(c_i) y_i) with c_i = w_i / w_max in [0, 1] (the intercept
+    column scaled alike). Scaling by sqrt(c_i) <= 1 keeps a clipped record inside the clipped
+    domain, so every sensitivity of the fit holds unchanged: the weighted release's sensitivity
+    is (w_max / w_max) = 1 times the unweighted one, w_max being the public bound. Weights
+    must be finite and in [0, w_max] (a larger weight would raise the sensitivity silently).
+    """
+    if sample_weight is None:
+        return None
+    w = np.asarray(sample_weight, dtype=float)
+    if w.ndim != 1 or w.shape[0] != n:
+        raise ValueError(f"sample_weight must have shape ({n},), got {w.shape}.")
+    if not np.all(np.isfinite(w)) or np.any(w < 0.0) or np.any(w > max_weight):
+        raise ValueError(
+            f"Expected sample_weight finite and in [0, max_sample_weight={max_weight:g}] "
+            "(the public bound the sensitivity is computed for)."
+        )
+    if not np.any(w > 0.0):
+        raise ValueError("sample_weight must not be all zero (nothing would be fitted).")
+    ledger.assume(
+        f"sample weights bounded by the public max_sample_weight={max_weight:g}; each record "
+        "enters scaled by sqrt(w / max_sample_weight) <= 1, inside the clipped domain"
+    )
+    return np.sqrt(w / max_weight)
+
+
+def weighted_rows(
+    Z: np.ndarray,
+    t: np.ndarray,
+    sample_weight: Any,
+    rows: np.ndarray,
+    estimator: Any,
+    ledger: PrivacyLedger,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The rows ``rows`` of a squared-loss fit, weighted by :func:`sample_weight_factors`.
+
+    ``Z`` (with its intercept column) and ``t`` are the clipped rows of X[rows], y[rows]; None
+    weights return them unchanged.
+    """
+    if sample_weight is None:
+        return Z, t
+    if getattr(estimator, "method", None) == "ambssgd":
+        raise ValueError(
+            "sample_weight is not supported by method='ambssgd' (its intercept column is "
+            "rescaled after the rows are weighted); use another method."
+        )
+    sample_weight = np.asarray(sample_weight, dtype=float)
+    context = _CONTEXT.get()
+    n = context.n_rows if context is not None and context.n_rows is not None else None
+    if n is None:
+        n = sample_weight.shape[0] if sample_weight.ndim == 1 else -1
+    factors = sample_weight_factors(sample_weight, n, estimator.max_sample_weight, ledger)
+    assert factors is not None
+    return Z * factors[rows, None], t * factors[rows]
+
+
+def as_generator(random_state: Any, secure_mode: bool = False) -> np.random.Generator:
+    """None, an int seed, a numpy Generator or RandomState, as a Generator (clear error otherwise).
+
+    A ``RandomState`` is consumed the scikit-learn way: 128 bits are drawn from it to seed a
+    new Generator (so reusing the same RandomState object gives different fits).
     ``secure_mode=True`` returns a ChaCha20 generator keyed from the operating system
     (:func:`privopt.noise.secure_generator`); ``random_state`` must then be None, since a seed
     would make the noise reproducible by whoever knows it.
@@ -70,18 +199,88 @@ def as_generator(random_state: Any, secure_mode: bool = False) -> np.random.Gene
         return secure_generator()
     if isinstance(random_state, np.random.Generator):
         return random_state
+    if isinstance(random_state, np.random.RandomState):
+        return np.random.default_rng(random_state.randint(0, 2**32, size=4, dtype=np.uint64))
     if random_state is None or isinstance(random_state, numbers.Integral):
         return np.random.default_rng(random_state)
     raise ValueError(
-        f"Expected random_state to be None, an int or a numpy Generator, got {random_state!r}."
+        "Expected random_state to be None, an int, a numpy Generator or RandomState, got "
+        f"{random_state!r}."
     )
 
 
+def _guarded(fit):
+    """Wrap a subclass's ``fit`` with validation, leak checks and the budget (module notes)."""
+
+    @functools.wraps(fit)
+    def guarded_fit(self, X, *args, **kwargs):
+        self._validate_params()
+        check_for_leaks(self, stacklevel=3)
+        reservation = self._reserve_budget()
+        columns = getattr(X, "columns", None)
+        names = None
+        if columns is not None and all(isinstance(c, str) for c in columns):
+            names = tuple(columns)
+        context = _FitContext(names, _num_samples(X) if hasattr(X, "__len__") else None)
+        token = _CONTEXT.set(context)
+        try:
+            out = fit(self, X, *args, **kwargs)
+        finally:
+            _CONTEXT.reset(token)
+        if reservation is not None:
+            reservation.complete(context.ledgers)
+        return out
+
+    guarded_fit.__privopt_guarded__ = True  # type: ignore[attr-defined]
+    return guarded_fit
+
+
 class PrivateEstimator(BaseEstimator):
-    """A scikit-learn estimator whose fit sets ``privacy_report_`` and uses ``random_state``."""
+    """A scikit-learn estimator whose fit sets ``privacy_report_`` and uses ``random_state``.
+
+    Subclasses get the guarded ``fit`` of the module notes automatically.
+    """
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        fit = cls.__dict__.get("fit")
+        if fit is not None and not getattr(fit, "__privopt_guarded__", False):
+            cls.fit = _guarded(fit)
+
+    def _planned_relation(self) -> str:
+        """The neighbouring relation the fit will be accounted under (parameters only)."""
+        relation = getattr(self, "_relation", None)
+        if callable(relation):
+            return relation(self.method)
+        return "replace-one"
+
+    def _planned_guarantee(self) -> tuple[float, float]:
+        """(epsilon, delta) the fit is calibrated to, hence satisfies (parameters only)."""
+        if not math.isfinite(self.epsilon):
+            raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
+        return float(self.epsilon), float(self.delta)
+
+    def _reserve_budget(self) -> Reservation | None:
+        budget = getattr(self, "budget", None)
+        if budget is None:
+            return None
+        epsilon, delta = self._planned_guarantee()
+        label = f"{type(self).__name__}(epsilon={epsilon:g}, delta={delta:g}).fit"
+        return budget.reserve(
+            planned_guarantee(epsilon, delta, label),
+            neighbouring=self._planned_relation(),
+            label=label,
+            guarantee=(epsilon, delta),
+        )
 
     def _generator(self, ledger: PrivacyLedger) -> np.random.Generator:
-        """The fit's randomness (``random_state`` / ``secure_mode``), stated in the report."""
+        """The fit's randomness (``random_state`` / ``secure_mode``), stated in the report.
+
+        ``ledger`` is the fit's ledger: it is also what a ``budget`` is charged with.
+        """
+        context = _CONTEXT.get()
+        if context is not None and all(ledger is not other for other in context.ledgers):
+            context.ledgers.append(ledger)
         secure = getattr(self, "secure_mode", False)
         if secure not in (True, False):
             raise ValueError(f"Expected secure_mode to be True or False, got {secure!r}.")

@@ -119,7 +119,10 @@ class HolderSGDEstimator(PrivateEstimator):
         y_bound: float | None,
         rng: np.random.Generator,
         ledger: PrivacyLedger,
+        target: tuple[float, float] | None = None,
     ):
+        """One private fit at ``target`` = (epsilon, delta) (default the estimator's own)."""
+        epsilon, delta = target if target is not None else (self.epsilon, self.delta)
         steps, eta = self._schedule(Z.shape[0])
         radius = self.radius
         if radius == "auto" and self.method == "srgd":
@@ -129,8 +132,8 @@ class HolderSGDEstimator(PrivateEstimator):
             radius = LIPSCHITZ_RADIUS if lipschitz else NON_LIPSCHITZ_RADIUS
         # the arguments every engine takes; SGD adds its schedule (eta, steps)
         common = dict(
-            epsilon=self.epsilon,
-            delta=self.delta,
+            epsilon=epsilon,
+            delta=delta,
             x_bound=x_bound,
             y_bound=y_bound,
             radius=radius,
@@ -154,8 +157,8 @@ class HolderSGDEstimator(PrivateEstimator):
             )
         return dp_sgd_output(Z, t, loss, eta=eta, steps=steps, **common)
 
-    def _store(self, fit, info: dict[str, Any]) -> None:
-        self.privacy_report_ = fit.report
+    def _store(self, fit, info: dict[str, Any], report: Any = None) -> None:
+        self.privacy_report_ = fit.report if report is None else report
         self.fit_info_ = {**fit.info, "method": fit.method, **info}
 
 

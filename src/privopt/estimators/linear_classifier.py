@@ -11,8 +11,9 @@ from sklearn.base import ClassifierMixin
 from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from privopt.algorithms.preprocess import check_feature_bounds
+from privopt.accounting import PrivacyLedger
 from privopt.clipping import clip_factors
+from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
 from privopt.losses import get_loss
 
@@ -99,9 +100,12 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
             the guarantee. Default False: they are absent.
         secure_mode: draw every random number from ChaCha20 keyed by the operating system
             (:func:`privopt.noise.secure_generator`); ``random_state`` must then be None.
+        budget: a :class:`~privopt.PrivacyBudget` the fit draws from (checked before X is read).
 
-    Fitted attributes: ``classes_``, ``coef_`` (1, n_features) and ``intercept_`` (1,) in the
-    mapped space, ``feature_map_``, ``privacy_report_``, ``fit_info_``, ``n_features_in_``.
+    Multiclass targets are fitted one-vs-rest (see :meth:`fit`).
+
+    Fitted attributes: ``classes_``, ``coef_`` (1 or K, n_features) and ``intercept_`` (1 or K,)
+    in the mapped space, ``feature_map_``, ``privacy_report_``, ``fit_info_``, ``n_features_in_``.
     """
 
     _parameter_constraints: dict = {  # noqa: RUF012
@@ -127,6 +131,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         random_state: Any = None,
         diagnostics: bool = False,
         secure_mode: bool = False,
+        budget: Any = None,
     ) -> None:
         self.loss = loss
         self.perturbation = perturbation
@@ -144,6 +149,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         self.random_state = random_state
         self.diagnostics = diagnostics
         self.secure_mode = secure_mode
+        self.budget = budget
 
     def _loss(self):
         if self.loss not in CLASSIFICATION_LOSSES:
@@ -153,22 +159,27 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         return get_loss(self.loss, q=self.q) if self.loss == "qnorm_hinge" else get_loss(self.loss)
 
     def fit(self, X: Any, y: Any) -> DPLinearClassifier:
-        """Fit privately (two classes; the larger label is the positive class)."""
+        """Fit privately: two classes (the larger label is positive), or one-vs-rest for more.
+
+        With K > 2 classes, K binary fits (class k against the rest) run on the same rows, each
+        at (epsilon / K, delta / K): their releases compose sequentially in the fit's ledger, so
+        the whole fit is (epsilon, delta)-DP by basic composition at worst (the report composes
+        the recorded events, usually tighter). The preprocessing, if any, is shared.
+        """
         rng, ledger = self._start()
         loss = self._loss()
         X, y = validate_data(self, X, y, dtype=np.float64)
         y_type = type_of_target(y, input_name="y", raise_unknown=True)
         classes = np.unique(y)
-        if classes.size != 2 or y_type != "binary":
+        if classes.size < 2 or y_type not in ("binary", "multiclass"):
             raise ValueError(
-                "Only binary classification is supported: DPLinearClassifier needs exactly two "
-                f"classes, got {classes.size} class{'es' if classes.size != 1 else ''} "
-                f"({y_type} targets)."
+                "DPLinearClassifier needs two or more classes of a single label column, got "
+                f"{classes.size} class{'es' if classes.size != 1 else ''} ({y_type} targets)."
             )
-        self.classes_ = np.unique(y)
-        signs = np.where(y == self.classes_[1], 1.0, -1.0)
+        self.classes_ = classes
+        signs = np.where(y == self.classes_[-1], 1.0, -1.0)
         if self.feature_bounds is not None:
-            fb = check_feature_bounds(self.feature_bounds, X.shape[1])
+            fb = resolve_feature_bounds(self.feature_bounds, X.shape[1])
             scale = np.maximum(np.abs(fb[:, 0]), np.abs(fb[:, 1]))
             fmap = FeatureMap(
                 np.zeros(X.shape[1]), fb[:, 0], fb[:, 1], scale, self.fit_intercept, "public"
@@ -182,42 +193,70 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
             )
         ledger.assume("rows mapped to the unit ball (a public, per-record transformation)")
         Z = fmap.transform(X[rows])
-        fit = self._private_fit(
-            Z, signs[rows], loss, x_bound=1.0, y_bound=None, rng=rng, ledger=ledger
-        )
-        w = fit.coef
+        # binary: one fit of classes_[1] against classes_[0]; else one per class (vs the rest)
+        positives = self.classes_[1:] if classes.size == 2 else self.classes_
+        k = len(positives)
+        target = (self.epsilon / k, self.delta / k)
+        if k > 1:
+            ledger.assume(
+                f"one-vs-rest: {k} binary fits on the same rows, each at (epsilon / {k}, "
+                f"delta / {k}), composed sequentially"
+            )
+        weights = []
+        for positive in positives:
+            t = np.where(y[rows] == positive, 1.0, -1.0)
+            # one ledger per class fit (its own report is at its own delta), merged after
+            own = ledger if k == 1 else PrivacyLedger(ledger.neighbouring)
+            fit = self._private_fit(
+                Z, t, loss, x_bound=1.0, y_bound=None, rng=rng, ledger=own, target=target
+            )
+            if own is not ledger:
+                ledger.extend(own)
+            weights.append(fit.coef)
+        W = np.array(weights)
         self.feature_map_ = fmap
-        self.coef_ = (w[:-1] if self.fit_intercept else w)[None, :].copy()
-        self.intercept_ = np.array([w[-1] if self.fit_intercept else 0.0])
-        self._store(fit, {"feature_map": fmap.source, "rows_fitted": int(rows.size)})
+        self.coef_ = (W[:, :-1] if self.fit_intercept else W).copy()
+        self.intercept_ = W[:, -1].copy() if self.fit_intercept else np.zeros(k)
+        report = ledger.report(self.delta) if k > 1 else None
+        self._store(fit, {"feature_map": fmap.source, "rows_fitted": int(rows.size)}, report)
         return self
 
     def decision_function(self, X: Any) -> np.ndarray:
-        """<w, map(X)>: positive for ``classes_[1]`` (post-processing, no privacy cost)."""
+        """<w_k, map(X)> (post-processing, no privacy cost).
+
+        Two classes: shape (n,), positive for ``classes_[1]``; more: shape (n, K), one column
+        per class of ``classes_``.
+        """
         check_is_fitted(self)
         X = validate_data(self, X, reset=False, dtype=np.float64)
         Z = self.feature_map_.transform(X)
-        w = (
-            np.concatenate([self.coef_[0], self.intercept_])
-            if self.fit_intercept
-            else self.coef_[0]
-        )
-        return Z @ w
-
-    def __sklearn_tags__(self):
-        tags = super().__sklearn_tags__()
-        tags.classifier_tags.multi_class = False
-        return tags
+        W = np.hstack([self.coef_, self.intercept_[:, None]]) if self.fit_intercept else self.coef_
+        scores = Z @ W.T
+        return scores[:, 0] if len(self.classes_) == 2 else scores
 
     def predict(self, X: Any) -> np.ndarray:
-        """The class of the sign of :meth:`decision_function`."""
+        """The class of the sign of :meth:`decision_function` (two classes) or of its argmax."""
         check_is_fitted(self)
-        return self.classes_[(self.decision_function(X) > 0).astype(int)]
+        scores = self.decision_function(X)
+        if scores.ndim == 1:
+            return self.classes_[(scores > 0).astype(int)]
+        return self.classes_[np.argmax(scores, axis=1)]
 
-    def predict_proba(self, X: Any) -> np.ndarray:
-        """Class probabilities (logistic loss only: the model's own probabilistic reading)."""
-        check_is_fitted(self)
+    @property
+    def predict_proba(self):
+        """Class probabilities (logistic loss only: the model's own probabilistic reading).
+
+        More than two classes: the one-vs-rest probabilities expit(<w_k, x>), normalised. For
+        other losses the attribute does not exist (``hasattr`` is False, as scikit-learn
+        expects of a method that does not apply).
+        """
         if self.loss != "logistic":
             raise AttributeError("predict_proba is available for the logistic loss only.")
+        return self._predict_proba
+
+    def _predict_proba(self, X: Any) -> np.ndarray:
+        check_is_fitted(self)
         p = expit(self.decision_function(X))
-        return np.column_stack([1.0 - p, p])
+        if p.ndim == 1:
+            return np.column_stack([1.0 - p, p])
+        return p / p.sum(axis=1, keepdims=True)

@@ -31,7 +31,8 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
     so that ||x|| <= 1 and |y| <= 1; the fitted coefficients are mapped back to the caller's
     units, so the model is linear in the original features. The private fit is seed 002's
     DP-SGD-Gradient (default) or DP-SGD-Output; see :class:`DPLinearClassifier` for the
-    parameters they share. Privacy: (epsilon, delta)-DP under replace-one neighbours, stated in
+    parameters they share (``budget``: a :class:`~privopt.PrivacyBudget` the fit draws from,
+    checked before X is read). Privacy: (epsilon, delta)-DP under replace-one neighbours, stated in
     ``privacy_report_``.
 
     Fitted attributes: ``coef_``, ``intercept_``, ``privacy_report_``, ``fit_info_``,
@@ -65,6 +66,7 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         random_state: Any = None,
         diagnostics: bool = False,
         secure_mode: bool = False,
+        budget: Any = None,
     ) -> None:
         self.loss = loss
         self.perturbation = perturbation
@@ -84,6 +86,7 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         self.random_state = random_state
         self.diagnostics = diagnostics
         self.secure_mode = secure_mode
+        self.budget = budget
 
     def _loss(self):
         if self.loss not in REGRESSION_LOSSES:
