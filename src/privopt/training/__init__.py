@@ -10,10 +10,12 @@ Every algorithm is ``paper config -> TrainingPlan -> calibrate -> run``:
   factory, verified and rounded toward more noise;
 * :mod:`~privopt.training.gradients`: per-example clipped gradient sums (closed forms for linear
   losses, any ``grad_fn``);
+* :mod:`~privopt.training.adaptive`: quantile-based adaptive clipping for every mechanism;
 * :mod:`~privopt.training.updates` and :mod:`~privopt.training.averaging`: post-processing;
 * :mod:`~privopt.training.loop`: :func:`run`.
 """
 
+from privopt.training.adaptive import QuantileClipping, adjusted_gradient_multiplier
 from privopt.training.averaging import AVERAGING, Averager
 from privopt.training.batching import (
     BatchStrategy,
@@ -48,10 +50,12 @@ __all__ = [
     "LossModel",
     "PoissonSampling",
     "Projected",
+    "QuantileClipping",
     "SampledWithoutReplacement",
     "StepInfo",
     "TrainingPlan",
     "UpdateRule",
+    "adjusted_gradient_multiplier",
     "as_model",
     "calibrate_noise_multiplier",
     "event_epsilon",

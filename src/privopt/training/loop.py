@@ -23,7 +23,8 @@ from typing import Any
 import numpy as np
 
 from privopt.accounting import PrivacyBudget, PrivacyLedger
-from privopt.noise import SECRET_SEED_ASSUMPTION, Mechanism, NoiseStream
+from privopt.noise import SECRET_SEED_ASSUMPTION, Mechanism, NoiseStream, independent
+from privopt.training.adaptive import AdaptiveClipController
 from privopt.training.averaging import Averager
 from privopt.training.gradients import GradientModel, as_model, parameter_count
 from privopt.training.kernels import single_row_iterate, single_row_rule
@@ -56,6 +57,12 @@ def open_stream(
     return mechanism.noise_stream(dim, std, **source, **(options or {}))
 
 
+def _derived_seed(seed: int, purpose: str) -> int:
+    """A second 128-bit key from a secret seed, for a stream that must not share its sources."""
+    words = np.random.SeedSequence([int(seed), *purpose.encode()]).generate_state(4, np.uint32)
+    return int.from_bytes(np.asarray(words, dtype="<u4").tobytes(), "little")
+
+
 def iterate(
     model: GradientModel,
     X: np.ndarray,
@@ -70,6 +77,7 @@ def iterate(
     w: np.ndarray,
     callback: Callable[[StepInfo], None] | None = None,
     single_row: bool = False,
+    adaptive: AdaptiveClipController | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The iteration itself: clipped sum, the stream's noise, update, averaging, per step.
 
@@ -77,10 +85,12 @@ def iterate(
     clipping) exists only for non-private analysis objects such as
     :func:`privopt.algorithms.noisy_ftrl`. Returns (averaged output, per-step clip fractions).
     ``single_row=True`` (every batch has one row) lets :mod:`privopt.training.kernels` run the
-    same iteration on floats where the model and update allow it.
+    same iteration on floats where the model and update allow it. With ``adaptive``, the clip of
+    each step is the controller's kappa_t (a function of earlier releases), the stream (at the
+    unit-clip std) is scaled by kappa_t, and each step's noisy count is released after it.
     """
     prepared = model.prepare(X, y)
-    rule = single_row_rule(model, update) if single_row else None
+    rule = single_row_rule(model, update) if single_row and adaptive is None else None
     if rule is not None:  # the same iteration on floats (privopt.training.kernels)
         report = None if callback is None else (lambda t, v: callback(StepInfo(t, steps, v)))
         return single_row_iterate(
@@ -90,11 +100,17 @@ def iterate(
     averager.begin(w)
     fractions = np.zeros(steps)
     for step, batch in enumerate(schedule):
+        if adaptive is not None:
+            clip = adaptive.clip  # kappa_t: public, from the releases before this step
         if len(batch):
             total, fraction = model.batch_gradient_sum(w, X, y, batch, clip, prepared)
         else:  # an empty Poisson batch: only noise
             total, fraction = np.zeros_like(w), 0.0
-        w, state = update.update(w, (total + stream.next()) / divisor, state, step)
+        noise = stream.next()
+        if adaptive is not None:
+            noise *= clip  # unit-clip noise scaled back (post-processing)
+            adaptive.observe(step, len(batch) - round(fraction * len(batch)), len(batch))
+        w, state = update.update(w, (total + noise) / divisor, state, step)
         averager.add(w, step)
         fractions[step] = fraction
         if callback is not None:
@@ -149,7 +165,17 @@ def execute(
         raise ValueError(f"w0 must be a finite array of shape ({p},).")
     steps, divisor = plan.steps, plan.divisor
     schedule = plan.batches.schedule(n, rng)  # FixedBatches draws its permutation here
-    stream = open_stream(plan.mechanism, p, plan.noise_std, rng, noise_seed, stream_options)
+    adaptive = None
+    if plan.adaptive_clipping is None:
+        stream = open_stream(plan.mechanism, p, plan.noise_std, rng, noise_seed, stream_options)
+    else:  # unit-clip gradient stream at sigma_g; the counts' own independent stream
+        sigma_g = plan.gradient_noise_multiplier
+        stream = open_stream(plan.mechanism, p, sigma_g, rng, noise_seed, stream_options)
+        count_seed = None if noise_seed is None else _derived_seed(noise_seed, "counts")
+        counts = open_stream(independent(), 1, plan.count_noise_std, rng, count_seed)
+        adaptive = AdaptiveClipController(
+            plan.adaptive_clipping, plan.clip_norm, plan.divisor, counts
+        )
     averager = Averager(averaging, steps, p)
     w, fractions = iterate(
         model,
@@ -165,17 +191,21 @@ def execute(
         w,
         callback,
         single_row=plan.batches.rows_per_step == 1,
+        adaptive=adaptive,
     )
     ledger.record(event, partition=partition)
     for text in plan.assumptions():
         ledger.assume(text)
     if noise_seed is not None:
         ledger.assume(SECRET_SEED_ASSUMPTION)
-    trace = FitTrace(
-        clip_threshold=np.full(steps, plan.clip_norm),
-        clip_fraction=fractions,
-        noise_std=np.full(steps, plan.noise_std / divisor),
-    )
+    if adaptive is None:
+        clips = np.full(steps, plan.clip_norm)
+        noise_std = np.full(steps, plan.noise_std / divisor)
+    else:  # the clips in force and the noisy counts are public (released with noise)
+        clips, released = adaptive.history()
+        noise_std = clips * plan.gradient_noise_multiplier / divisor
+        info = {**(info or {}), "released_counts": released, "final_clip": adaptive.estimate}
+    trace = FitTrace(clip_threshold=clips, clip_fraction=fractions, noise_std=noise_std)
     details = {
         "plan": plan,
         "noise_multiplier": plan.noise_multiplier,

@@ -48,6 +48,11 @@ from privopt.accounting import (
     SampledGaussianEvent,
 )
 from privopt.noise import Mechanism, Participation, as_step_noise, independent
+from privopt.training.adaptive import (
+    QuantileClipping,
+    adjusted_gradient_multiplier,
+    warn_if_costly,
+)
 from privopt.training.batching import (
     BatchStrategy,
     FixedBatches,
@@ -93,6 +98,9 @@ class TrainingPlan:
     #: ``event(plan, noise_multiplier) -> PrivacyEvent`` built from the plan's fields; None
     #: for the standard accounting of the module table
     analysis: Any = None
+    #: quantile-based adaptive clipping (:mod:`privopt.training.adaptive`); ``clip_norm`` is
+    #: then the initial clip kappa_0 and the event is that of a fixed unit clip
+    adaptive_clipping: QuantileClipping | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
@@ -125,6 +133,18 @@ class TrainingPlan:
 
     def _check_combination(self) -> None:
         independent_noise = _is_independent(self.mechanism)
+        if self.adaptive_clipping is not None:
+            if not isinstance(self.adaptive_clipping, QuantileClipping):
+                raise ValueError(
+                    "adaptive_clipping must be a QuantileClipping, got "
+                    f"{type(self.adaptive_clipping).__name__}."
+                )
+            if not isinstance(self.batches, PoissonSampling | FixedBatches):
+                raise ValueError(
+                    "Adaptive clipping is analysed for Poisson sampling and fixed batches."
+                )
+            if self.analysis is not None:
+                raise ValueError("Adaptive clipping uses the plan's own analysis.")
         if isinstance(self.batches, PoissonSampling | SampledWithoutReplacement):
             if not independent_noise:
                 raise ValueError(
@@ -166,6 +186,45 @@ class TrainingPlan:
     def noise_std(self) -> float:
         """Std of the noise on each step's clipped sum (per coordinate and noise source)."""
         return self._require_noise() * self.clip_norm
+
+    @property
+    def count_noise_std(self) -> float:
+        """sigma_b of adaptive clipping's centred count (0 without adaptive clipping)."""
+        if self.adaptive_clipping is None:
+            return 0.0
+        return self.adaptive_clipping.count_std(self.divisor)
+
+    @property
+    def gradient_noise_multiplier(self) -> float:
+        """The multiplier of the noise on the (unit-clip) gradient stream: the plan's own, or
+        under adaptive clipping sigma_g = (z^-2 - (s_I / (2 sigma_b s_C))^2)^(-1/2)
+        (:mod:`privopt.training.adaptive`, step 4), so that gradients and counts together
+        spend exactly the plan's event."""
+        z = self._require_noise()
+        if self.adaptive_clipping is None:
+            return z
+        if isinstance(self.batches, PoissonSampling):
+            ratio = 1.0  # both streams are per-step independent noise on one sample
+        else:
+            ratio = independent().sensitivity(self.steps, self.participation) / (
+                self.unit_sensitivity
+            )
+        sigma_g = adjusted_gradient_multiplier(z, self.count_noise_std, ratio)
+        warn_if_costly(sigma_g, z)
+        return sigma_g
+
+    def component_events(self) -> tuple[PrivacyEvent, ...]:
+        """The releases of an adaptive plan as separate Gaussian mechanisms (fixed batches):
+        the unit-clip gradient stream and the count stream. Their exact GDP composition is
+        ``event()``'s mu: a brute-force check of the adjustment (tests)."""
+        if self.adaptive_clipping is None or not isinstance(self.batches, FixedBatches):
+            return (self.event(),)
+        f = self.relation_factor
+        s_i = independent().sensitivity(self.steps, self.participation)
+        return (
+            GaussianEvent(f * self.unit_sensitivity, self.gradient_noise_multiplier),
+            GaussianEvent(f * s_i / 2.0, self.count_noise_std),
+        )
 
     @property
     def relation_factor(self) -> float:
@@ -233,11 +292,19 @@ class TrainingPlan:
         """What the plan's privacy claim relies on, in words (for the report)."""
         out = [
             "the number of records N is public",
-            f"per-example gradients clipped to l2 norm {self.clip_norm:g}",
+            f"per-example gradients clipped to l2 norm {self.clip_norm:g}"
+            if self.adaptive_clipping is None
+            else "per-example gradients clipped to the adaptive norm kappa_t",
             self.batches.describe(self.num_records),
         ]
         if self.analysis is not None:
             out.append(f"privacy analysed by {type(self.analysis).__name__}")
+        if self.adaptive_clipping is not None:
+            out.append(
+                self.adaptive_clipping.describe()
+                + f"; initial clip {self.clip_norm:g}; gradients and counts together spend "
+                "the event of a fixed unit clip (privopt.training.adaptive)"
+            )
         if isinstance(self.batches, FixedBatches):
             out.append(
                 f"correlated noise {self.mechanism.name}: sensitivity "
