@@ -4,14 +4,18 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-regression lint format install clean
+.PHONY: demo test test-all bench bench-regression bench-torch lint format install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 # Installs the package (editable) with the test extras; re-runs when pyproject.toml changes.
+# torch is pinned first (the CPU wheel on this machine's disk) so that the extras never pull a
+# CUDA build: "torch>=2.6" in the extras is then already satisfied.
+TORCH_PIN ?= torch==2.13.0
 $(STAMP): pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet "$(TORCH_PIN)"
 	$(BIN)/python -m pip install --quiet -e ".[test]"
 	touch $(STAMP)
 
@@ -34,6 +38,21 @@ bench: $(STAMP)
 bench-regression: $(STAMP)
 	$(BIN)/python benchmarks/regression_sweep.py --out benchmarks/regression_results.json
 	$(BIN)/python benchmarks/regression_sweep.py --public-only --out benchmarks/regression_public_results.json
+
+# privopt.torch against a non-private step and Opacus 1.6 DP-SGD (digits CNN, CPU). Opacus lives
+# only in its own venv (torch pinned first, opacus without dependencies, so it cannot pull another
+# torch); the benchmark runs its Opacus part there as a subprocess. Never a privopt dependency.
+OPACUS_VENV ?= /tmp/opacusenv
+$(OPACUS_VENV)/.installed:
+	$(PYTHON) -m venv $(OPACUS_VENV)
+	$(OPACUS_VENV)/bin/python -m pip install --quiet "$(TORCH_PIN)"
+	$(OPACUS_VENV)/bin/python -m pip install --quiet --no-deps "opacus==1.6.*"
+	$(OPACUS_VENV)/bin/python -m pip install --quiet numpy scipy opt_einsum
+	touch $(OPACUS_VENV)/.installed
+
+bench-torch: $(STAMP) $(OPACUS_VENV)/.installed
+	$(BIN)/python benchmarks/torch_bench.py --opacus-python $(OPACUS_VENV)/bin/python \
+		--out benchmarks/torch_results.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -1,0 +1,30 @@
+"""Private training of PyTorch models with correlated noise (optional extra ``privopt[torch]``).
+
+* :func:`clipped_grad_sum`: the clipped sum of per-example gradients without a per-example
+  loop (ghost norms / book-keeping for Linear, Conv1d/2d, Embedding, LayerNorm, GroupNorm;
+  ``torch.func`` for other layers; BatchNorm refused);
+* :class:`PrivateTrainer`: training driven by a :class:`privopt.training.TrainingPlan` (one
+  calibration, the plan's event in the ledger, the plan's batch order, the mechanism's noise on
+  the device, exact checkpoints, progress with the epsilon spent);
+* :func:`build_plan`: the plan of a run by mechanism name (``"blt"``, ``"nu-dpftrl"``,
+  ``"optimal-cc"``, ``"tree"``, ``"banded"``, ``"dpsgd"``).
+
+The noise streams themselves live in :mod:`privopt.noise.torch_streams` (noise is drawn only in
+``privopt.noise``).
+"""
+
+from privopt.torch.clipping import GradientClipper, check_model, clipped_grad_sum
+from privopt.torch.data import as_records
+from privopt.torch.mechanisms import MECHANISMS, build_plan
+from privopt.torch.trainer import PrivateTrainer, TrainerStep
+
+__all__ = [
+    "MECHANISMS",
+    "GradientClipper",
+    "PrivateTrainer",
+    "TrainerStep",
+    "as_records",
+    "build_plan",
+    "check_model",
+    "clipped_grad_sum",
+]

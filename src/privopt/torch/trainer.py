@@ -1,0 +1,375 @@
+r"""``PrivateTrainer``: differentially private training of a PyTorch model, driven by a plan.
+
+::
+
+    trainer = PrivateTrainer(model, optimizer, dataset, epsilon=4.0, delta=1e-5, epochs=10,
+                             batch_size=64, clip_norm=1.0, mechanism="blt")
+    report = trainer.fit()          # or: while not trainer.done: trainer.step()
+
+One object owns the whole private computation, built from one
+:class:`~privopt.training.TrainingPlan` (batches, clip norm G, mechanism B, noise multiplier
+sigma, neighbouring relation), so the accountant can never disagree with what ran:
+
+* **calibration**, once, up front: ``plan.calibrate(epsilon, delta)`` (the core's; verified,
+  rounded toward more noise), and the plan's event is recorded in the run's
+  :class:`~privopt.accounting.PrivacyLedger` before any record is read;
+* **batches**: drawn by the plan from a secret key (:mod:`privopt.torch.data` explains why a
+  user loader may not reorder them): Poisson sampling for ``"dpsgd"``, fixed batches cycled in
+  the same order every epoch for correlated noise;
+* **step t** on batch b_t:  ``p.grad = (sum_{i in b_t} clip_G(grad_i) + sigma G (B z)_t) / D``
+  with the clipped sum from :func:`privopt.torch.clipped_grad_sum`'s machinery, the noise from
+  :func:`privopt.noise.torch_streams.torch_noise_stream` on the parameters' device (fp32, or fp64
+  for a float64 model, also under bf16 autocast), and D the plan's public divisor (the batch size,
+  or the expected batch q N for Poisson sampling); then ``optimizer.step()`` (post-processing);
+* **progress**: ``callback(TrainerStep)`` after every step, ``progress=True`` prints the steps
+  and the epsilon spent so far (the first t steps are a post-processing of the leading t x t
+  block of the mechanism, so they cost the epsilon of that truncated plan);
+* **checkpoints**: :meth:`save` / :meth:`load` hold the model, optimizer, scheduler, noise
+  state, batch position, RNG state and ledger; a resumed run is bit-for-bit the uninterrupted
+  one on the same device and software.
+
+The per-step training loss is computed from the private batch without noise: it is released
+only with ``diagnostics=True``, which warns and is recorded as a non-private release.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import secrets
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+import torch
+from privopt._validate import check_positive, check_probability
+from privopt.accounting import GaussianEvent, PoissonSampledGaussianEvent, PrivacyLedger
+from privopt.noise import SECRET_SEED_ASSUMPTION, Participation
+from privopt.noise.torch_streams import TORCH_NOISE_ASSUMPTION, torch_noise_stream
+from privopt.torch.checkpoint import (
+    FORMAT,
+    atomic_save,
+    ledger_from_dict,
+    ledger_to_dict,
+    plan_signature,
+)
+from privopt.torch.clipping import GradientClipper
+from privopt.torch.data import as_records
+from privopt.torch.mechanisms import build_plan
+from privopt.training import PoissonSampling, event_epsilon
+from privopt.training.result import NonPrivateDiagnosticsWarning
+from torch import nn
+
+__all__ = ["PrivateTrainer", "TrainerStep"]
+
+CLIPPING_ASSUMPTION = (
+    "the model and loss treat the examples of a batch independently (per-example losses, no "
+    "cross-example layers; BatchNorm is refused); an example with a non-finite loss or "
+    "gradient contributes zero"
+)
+
+
+@dataclass(frozen=True)
+class TrainerStep:
+    """What a callback sees after each step.
+
+    Attributes:
+        step: steps done so far (1-based); steps: T of the plan; epoch: step / steps per epoch.
+        epsilon_spent: epsilon of the steps so far (at progress points; else None).
+        loss: mean loss of the step's private batch, only with ``diagnostics=True`` (else None).
+    """
+
+    step: int
+    steps: int
+    epoch: float
+    epsilon_spent: float | None = None
+    loss: float | None = None
+
+
+def _keys(seed: int | None) -> tuple[int, int]:
+    """(batch key, noise key), 128 bits each, derived from one secret root."""
+    root = secrets.randbits(128) if seed is None else int(seed)
+    words = [s.generate_state(4, np.uint32) for s in np.random.SeedSequence(root).spawn(2)]
+    return tuple(sum(int(w) << (32 * i) for i, w in enumerate(ws)) for ws in words)  # type: ignore[return-value]
+
+
+class PrivateTrainer:
+    """Private training of ``model`` on ``dataset`` (see the module docstring).
+
+    Args:
+        model: the network (examples must be independent: BatchNorm is refused).
+        optimizer: a ``torch.optim`` optimizer over the model's parameters.
+        dataset: map-style dataset of (input, target), a TensorDataset, (inputs, targets)
+            tensors, or a non-shuffling DataLoader (:func:`privopt.torch.data.as_records`).
+        epsilon, delta: the target of the whole run.
+        epochs, batch_size: passes and (expected) batch size b.
+        clip_norm: G, the per-example l2 clip.
+        mechanism: ``"blt"``, ``"nu-dpftrl"``, ``"optimal-cc"``, ``"tree"``, ``"banded"``,
+            ``"dpsgd"`` or a :class:`privopt.noise.Mechanism` (:mod:`privopt.torch.mechanisms`).
+        loss_fn: ``loss_fn(outputs, targets)`` -> per-example losses (default cross-entropy).
+        lr_scheduler: stepped after every optimizer step (and checkpointed).
+        neighbouring: ``"zero-out"`` (default) or ``"replace-one"`` (not with ``"dpsgd"``).
+        accountant: for calibration and the report (``"auto"``: exact GDP for fixed batches,
+            PLD for Poisson sampling).
+        seed: secret root of the batch order and noise keys (reproducible; must stay secret);
+            None draws it from the operating system.
+        autocast: e.g. ``torch.bfloat16``: the forward and the per-example computations run
+            under ``torch.autocast``; the noise is still added in fp32.
+        progress: print steps and epsilon spent every ``log_every`` steps (default each epoch).
+        callback: called with a :class:`TrainerStep` after every step.
+        ledger: record into this ledger (its relation must match); default a new one.
+        diagnostics: also release the per-step private-batch loss (non-private; warns).
+    """
+
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer,
+        dataset: Any,
+        *,
+        epsilon: float,
+        delta: float,
+        epochs: int,
+        batch_size: int,
+        clip_norm: float,
+        mechanism: Any = "blt",
+        loss_fn: Callable[..., torch.Tensor] | None = None,
+        lr_scheduler: Any = None,
+        neighbouring: str = "zero-out",
+        accountant: str = "auto",
+        seed: int | None = None,
+        autocast: torch.dtype | None = None,
+        progress: bool = False,
+        log_every: int | None = None,
+        callback: Callable[[TrainerStep], None] | None = None,
+        ledger: PrivacyLedger | None = None,
+        diagnostics: bool = False,
+    ) -> None:
+        self.model, self.optimizer, self.lr_scheduler = model, optimizer, lr_scheduler
+        self.records = as_records(dataset)
+        self.epsilon = check_positive("epsilon", epsilon)
+        self.delta = check_probability("delta", delta)
+        self.accountant = accountant
+        self.loss_fn = loss_fn or (
+            lambda out, y: nn.functional.cross_entropy(out, y, reduction="none")
+        )
+        plan, self.choices = build_plan(
+            mechanism,
+            len(self.records),
+            batch_size=batch_size,
+            epochs=epochs,
+            clip_norm=clip_norm,
+            neighbouring=neighbouring,
+        )
+        self.plan = plan.calibrate(self.epsilon, self.delta, accountant)
+        self.ledger = PrivacyLedger(self.plan.neighbouring) if ledger is None else ledger
+        if self.ledger.neighbouring is not self.plan.neighbouring:
+            raise ValueError(
+                f"The ledger uses {self.ledger.neighbouring.value!r} neighbours but the plan "
+                f"{self.plan.neighbouring.value!r}."
+            )
+        self.ledger.record(self.plan.event())  # before any record is read
+        for text in [*self.plan.assumptions(), CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
+            self.ledger.assume(text)
+        if seed is not None:
+            self.ledger.assume(SECRET_SEED_ASSUMPTION)
+        self.diagnostics = bool(diagnostics)
+        if self.diagnostics:
+            warnings.warn(
+                "diagnostics=True releases the per-step loss of the private batch without "
+                "noise; it is not covered by the privacy report's guarantee.",
+                NonPrivateDiagnosticsWarning,
+                stacklevel=2,
+            )
+            self.ledger.disclose("per-step mean loss of the private batch (no noise)")
+        self._params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
+        if not self._params:
+            raise ValueError("The model has no trainable parameters.")
+        self.device = self._params[0][1].device
+        wide = any(p.dtype == torch.float64 for _, p in self._params)
+        self._noise_dtype = torch.float64 if wide else torch.float32
+        self._clipper = GradientClipper(model)
+        self.autocast = autocast
+        self.progress, self.callback = bool(progress), callback
+        self.log_every = log_every or self.steps_per_epoch
+        self._spent: dict[int, float] = {}
+        self._start(*_keys(seed), step=0)
+
+    # -- public quantities ------------------------------------------------------------------------
+    @property
+    def steps(self) -> int:
+        return self.plan.steps
+
+    @property
+    def steps_per_epoch(self) -> int:
+        if isinstance(self.plan.batches, PoissonSampling):
+            return max(1, round(1.0 / self.plan.batches.sample_rate))
+        return self.plan.batches.per_epoch(self.plan.num_records)
+
+    @property
+    def done(self) -> bool:
+        return self.step_count >= self.steps
+
+    @property
+    def report(self):
+        """The privacy report of the run (the plan's event; every release it makes)."""
+        return self.ledger.report(self.delta, self.accountant)
+
+    def epsilon_spent(self, steps: int | None = None) -> float:
+        """epsilon (at the run's delta) of the first ``steps`` steps (default: those done)."""
+        t = self.step_count if steps is None else int(steps)
+        if t <= 0:
+            return 0.0
+        if t not in self._spent:
+            self._spent[t] = event_epsilon(
+                self._event_after(t), self.delta, self.plan.neighbouring, self.accountant
+            )
+        return self._spent[t]
+
+    def _event_after(self, t: int):
+        plan = self.plan
+        if t >= plan.steps:
+            return plan.event()
+        if isinstance(plan.batches, PoissonSampling):
+            return PoissonSampledGaussianEvent(
+                plan.noise_multiplier, plan.batches.sample_rate, count=t, label=plan.label
+            )
+        per_epoch = self.steps_per_epoch
+        pattern = (
+            Participation.single()
+            if t <= per_epoch
+            else Participation.multiple(per_epoch, math.ceil(t / per_epoch))
+        )
+        unit = plan.mechanism.sensitivity(t, pattern)
+        return GaussianEvent(plan.relation_factor * plan.clip_norm * unit, plan.noise_std)
+
+    # -- the step ---------------------------------------------------------------------------------
+    def _start(self, batch_key: int, noise_key: int, step: int) -> None:
+        self._batch_key, self._noise_key = batch_key, noise_key
+        dim = sum(p.numel() for _, p in self._params)
+        self._stream = torch_noise_stream(
+            self.plan.mechanism,
+            dim,
+            self.plan.noise_std,
+            key=noise_key,
+            device=self.device,
+            dtype=self._noise_dtype,
+            steps=self.plan.steps,
+        )
+        rng = np.random.Generator(np.random.Philox(key=batch_key))
+        self._schedule = self.plan.batches.schedule(self.plan.num_records, rng)
+        for _ in range(step):  # the batch order is a function of the key: replay to the position
+            next(self._schedule)
+        self.step_count = step
+
+    def _autocast(self):
+        if self.autocast is None:
+            return contextlib.nullcontext()
+        return torch.autocast(device_type=self.device.type, dtype=self.autocast)
+
+    def step(self) -> TrainerStep:
+        """Run one private step of the plan; returns what the step may release."""
+        if self.done:
+            raise RuntimeError(f"All {self.steps} steps of the plan have run (budget spent).")
+        indices = next(self._schedule)
+        self.model.train()
+        losses = None
+        if len(indices):
+            inputs, targets = self.records.batch(indices, self.device)
+            with self._autocast():
+                sums, losses = self._clipper.clipped_sum(
+                    self.loss_fn, inputs, targets, self.plan.clip_norm
+                )
+        else:  # an empty Poisson batch: the step releases noise only
+            sums = {n: torch.zeros_like(p) for n, p in self._params}
+        noise = self._stream.next()
+        divisor, offset = self.plan.divisor, 0
+        for name, p in self._params:
+            z = noise[offset : offset + p.numel()].view(p.shape)
+            offset += p.numel()
+            p.grad = ((sums[name].to(z.dtype) + z) / divisor).to(p.dtype)
+        self.optimizer.step()
+        if self.lr_scheduler is not None:
+            self.lr_scheduler.step()
+        for _, p in self._params:
+            p.grad = None
+        self.step_count += 1
+        return self._report_step(losses)
+
+    def _report_step(self, losses) -> TrainerStep:
+        t = self.step_count
+        at_point = t % self.log_every == 0 or t == self.steps
+        loss = None
+        if self.diagnostics and losses is not None:
+            loss = float(losses.float().mean())
+        info = TrainerStep(
+            t,
+            self.steps,
+            t / self.steps_per_epoch,
+            self.epsilon_spent() if (at_point and self.progress) else None,
+            loss,
+        )
+        if self.progress and at_point:
+            text = (
+                f"step {t}/{self.steps}  epoch {info.epoch:.2f}  epsilon spent "
+                f"{info.epsilon_spent:.4g} of {self.epsilon:g} (delta {self.delta:g})"
+            )
+            print(
+                text + (f"  loss {loss:.4f} (non-private)" if loss is not None else ""), flush=True
+            )
+        if self.callback is not None:
+            self.callback(info)
+        return info
+
+    def fit(self):
+        """Run the remaining steps; returns the privacy report."""
+        while not self.done:
+            self.step()
+        return self.report
+
+    # -- checkpoints ------------------------------------------------------------------------------
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs (holds the secret keys: keep it secret)."""
+        return {
+            "format": FORMAT,
+            "plan": plan_signature(self.plan),
+            "step": self.step_count,
+            "batch_key": self._batch_key,
+            "noise": self._stream.state(),
+            "model": self.model.state_dict(),
+            "optimizer": self.optimizer.state_dict(),
+            "lr_scheduler": None if self.lr_scheduler is None else self.lr_scheduler.state_dict(),
+            "torch_rng": torch.get_rng_state(),
+            "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+            "ledger": ledger_to_dict(self.ledger),
+        }
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (the same plan: checked field by field)."""
+        if state.get("format") != FORMAT:
+            raise ValueError("Not a privopt.torch checkpoint.")
+        mine = plan_signature(self.plan)
+        if state["plan"] != mine:
+            diff = sorted(k for k in mine if state["plan"].get(k) != mine[k])
+            raise ValueError(f"The checkpoint was written under another plan (differs in {diff}).")
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        if self.lr_scheduler is not None and state["lr_scheduler"] is not None:
+            self.lr_scheduler.load_state_dict(state["lr_scheduler"])
+        self._start(int(state["batch_key"]), int(state["noise"]["key"]), int(state["step"]))
+        self._stream.restore(state["noise"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+        self.ledger = ledger_from_dict(state["ledger"])
+
+    def save(self, path) -> None:
+        """Write :meth:`state_dict` atomically to ``path``."""
+        atomic_save(self.state_dict(), path)
+
+    def load(self, path) -> None:
+        """Resume from a file written by :meth:`save` (``torch.load(weights_only=True)``)."""
+        self.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
