@@ -40,6 +40,7 @@ from privopt.training import (
     SGD,
     Averager,
     FixedBatches,
+    QuantileClipping,
     TrainingPlan,
     calibrate_noise_multiplier,
     iterate,
@@ -143,6 +144,7 @@ def dp_ftrl(
     stream_options: dict[str, Any] | None = None,
     noise_seed: int | None = None,
     diagnostics: bool = False,
+    adaptive_clipping: QuantileClipping | None = None,
 ) -> FitResult:
     """Train with DP-FTRL and return the last iterate, the privacy report and a trace.
 
@@ -166,6 +168,9 @@ def dp_ftrl(
             anyone who knows it can subtract the noise, so it must stay secret.
         diagnostics: also return the non-private per-step clip fractions (warns; recorded in
             the report as a non-private release).
+        adaptive_clipping: a :class:`privopt.training.QuantileClipping` to learn the clip norm
+            from noisy counts (``clip_norm`` is then the initial clip; the same epsilon:
+            :mod:`privopt.training.adaptive`). Only with ``calibration="gdp"``.
     """
     clip_norm = check_positive("clip_norm", clip_norm)
     epsilon = check_positive("epsilon", epsilon)
@@ -182,7 +187,10 @@ def dp_ftrl(
         mechanism=mechanism,
         neighbouring="zero-out",
         label="correlated noise C G + W",
+        adaptive_clipping=adaptive_clipping,
     )
+    if adaptive_clipping is not None and calibration != "gdp":
+        raise ValueError("adaptive_clipping needs calibration='gdp' (the plan's own event).")
     if calibration == "gdp":
         plan = plan.calibrate(epsilon, delta)
     else:  # the paper's zCDP route (slightly more noise), then the plan's own event
