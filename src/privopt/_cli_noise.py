@@ -41,6 +41,9 @@ def _participation(min_sep: int | None, participations: int | None) -> noise.Par
     return noise.Participation.multiple(min_sep, participations)  # type: ignore[arg-type]
 
 
+#: default bands of ``noise compare``'s banded rows under single participation
+DEFAULT_SINGLE_BANDS = 32
+
 MinSep = Annotated[int | None, typer.Option("--min-sep", help="Min steps between participations.")]
 Participations = Annotated[
     int | None, typer.Option("--participations", help="Max participations per record.")
@@ -151,17 +154,39 @@ def noise_compare(
     steps: Annotated[int, typer.Option("--steps", help="Horizon n (at most 4096).")],
     min_sep: MinSep = None,
     participations: Participations = None,
+    bands: Annotated[
+        int | None,
+        typer.Option(
+            "--bands",
+            help="Bands L of the banded mechanisms (default: min(min-sep, steps), or "
+            f"min({DEFAULT_SINGLE_BANDS}, steps) for single participation).",
+        ),
+    ] = None,
     as_json: JsonFlag = False,
 ) -> None:
-    """Every mechanism's prefix-sum losses and stream state for the same run (one table)."""
+    """Every mechanism's prefix-sum losses and stream state for the same run (one table).
+
+    Banded rows: the square root of A truncated to the best L <= --bands (``choose_bands``),
+    banded Toeplitz coefficients optimised for the run's max loss at L = --bands, and their
+    column-normalised banded MF; each streams with L - 1 model-sized buffers. Their
+    sensitivities are exact when --bands <= --min-sep (disjoint columns).
+    """
     import warnings
 
     if not 1 <= steps <= 4096:
         raise ValueError(f"Expected --steps in [1, 4096] (dense tree losses), got {steps}.")
     pattern = _participation(min_sep, participations)
     pattern.check_steps(steps)
+    if bands is None:
+        bands = min(steps, DEFAULT_SINGLE_BANDS if min_sep is None else min_sep)
+    if not 1 <= bands <= steps or (min_sep is not None and bands > min_sep):
+        raise ValueError(f"Expected --bands in [1, min(steps, min-sep)], got {bands}.")
     nu = noise.tune_nu(steps, min_sep, participations).nu
     blt = noise.optimize_blt(steps, min_sep=min_sep, participations=participations)
+    bsr = noise.choose_bands(steps, min_sep, participations, max_bands=bands).bands
+    banded = noise.optimize_banded_toeplitz(
+        steps, bands, min_sep=min_sep, participations=participations
+    )
     levels = noise.TreeAggregation.levels(steps)
     rows: dict[str, dict[str, Any]] = {}
     candidates = [
@@ -171,6 +196,13 @@ def noise_compare(
         (f"nu-dpftrl (nu={nu:.4g})", noise.nu_dpftrl(nu), steps),
         ("optimal-cc", noise.optimal_cc(), steps),
         (f"blt ({blt.buffers} buffers)", blt, blt.buffers),
+        (f"banded sqrt(A) (L={bsr})", noise.banded_toeplitz(noise.optimal_cc(), bsr), bsr - 1),
+        (f"banded optimised (L={bands})", banded, bands - 1),
+        (
+            f"banded MF, column-normalised (L={bands})",
+            noise.column_normalized_banded(banded.coefficients, bands, steps),
+            bands - 1,
+        ),
     ]
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", noise.SensitivityUpperBoundWarning)  # stated below

@@ -92,7 +92,7 @@ def test_accuracies_and_intervals(quick):
 def test_correlated_methods_beat_chance_at_the_largest_epsilon(quick):
     _, payload = quick
     largest = f"{max(payload['epsilons']):g}"
-    for method in ("nu-dp-ftrl", "optimal-cc", "tree"):
+    for method in ("nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded"):
         entry = payload["results"][method][largest]
         assert entry["mean_accuracy"] > payload["chance_accuracy"] + 0.4, method
 
@@ -104,7 +104,7 @@ def test_sensitivities_follow_the_participation_pattern(quick):
     results = payload["results"]
     for entry in results["dp-sgd"].values():
         assert entry["sensitivity"] == 1.0 and entry["sample_rate"] == pytest.approx(64 / 1437)
-    for method in ("nu-dp-ftrl", "optimal-cc", "tree"):
+    for method in ("nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded"):
         for entry in results[method].values():
             # k participations: between one participation and k perfectly aligned ones
             assert 1.0 < entry["unit_sensitivity"] <= k
@@ -112,6 +112,13 @@ def test_sensitivities_follow_the_participation_pattern(quick):
     tree = next(iter(results["tree"].values()))
     if tree["restart_block_steps"] == sep:
         assert tree["unit_sensitivity"] == pytest.approx(math.sqrt(k * sep.bit_length()))
+    # banded: L = S bands, so one record's k columns are disjoint and sens^2 = k ||c||^2 exactly
+    banded = next(iter(results["banded"].values()))
+    assert banded["bands"] == sep
+    c = np.asarray(banded["band_coefficients"])
+    assert c.size == sep and c[0] == 1.0
+    assert banded["unit_sensitivity"] == pytest.approx(math.sqrt(k * np.sum(c**2)), rel=1e-12)
+    assert not banded["sensitivity_flagged_upper_bound"]
     occ = next(iter(results["optimal-cc"].values()))
     assert occ["unit_sensitivity"] > next(iter(results["nu-dp-ftrl"].values()))["unit_sensitivity"]
     assert steps == k * sep

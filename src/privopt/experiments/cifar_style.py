@@ -27,6 +27,10 @@ reproduction keeps that protocol and shrinks the problem to what 2 CPU cores can
   the per-step noise added to a gradient is the increment of that prefix noise
   (:class:`TreeIncrements`). As for the paper's anytime baselines ("x S restarts"), the tree is
   restarted every m epochs with m chosen by the data-independent objective (3);
+* the memory-efficient mechanisms of issue 14: a BLT (``optimize_blt`` for the run's pattern
+  and mean error, a few model-sized buffers) and a banded Toeplitz C with L = S bands
+  (``optimize_banded_toeplitz``, mean error; L - 1 buffers; one record's columns are disjoint,
+  so its sensitivity sqrt(k) ||c|| is exact);
 * hyper-parameters (learning rate, momentum, clip norm, schedule) are fixed in advance per
   method (:data:`DEFAULT_HYPERPARAMETERS`): chosen once on a validation split carved out of the
   training rows (never the test rows), with seeds not used for the reported runs, and then
@@ -73,6 +77,7 @@ from privopt.noise import (
     TreeIncrements,
     nu_dpftrl,
     optimal_cc,
+    optimize_banded_toeplitz,
     optimize_blt,
     tune_nu,
 )
@@ -89,7 +94,7 @@ __all__ = [
 ]
 
 #: Methods compared, in plot order.
-METHODS = ("dp-sgd", "nu-dp-ftrl", "optimal-cc", "tree", "blt")
+METHODS = ("dp-sgd", "nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded")
 #: Per-method hyper-parameters, fixed in advance (see the module docstring): learning rate of the
 #: averaged noisy gradient, heavy-ball momentum and the per-example clip norm. Every method uses
 #: the paper's schedule: constant, then a linear cool-down to ``COOLDOWN_FACTOR`` times the
@@ -103,6 +108,8 @@ DEFAULT_HYPERPARAMETERS: dict[str, dict[str, float]] = {
     "tree": {"learning_rate": 0.02, "momentum": 0.95, "clip_norm": 1.0},
     # added with privopt.noise.blt: nu-DP-FTRL's setting, not separately selected
     "blt": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
+    # added with privopt.noise.banded: nu-DP-FTRL's setting, not separately selected
+    "banded": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
 }
 HYPERPARAMETER_SELECTION = (
     "fixed in advance, one setting per method used for every epsilon: the argmax of the mean "
@@ -111,7 +118,7 @@ HYPERPARAMETER_SELECTION = (
     "random_state=1), over learning rate in (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2) x momentum in "
     "(0, 0.9, 0.95) with lr / (1 - momentum) in [0.05, 20], clip norm 1. The test rows were "
     "never used for selection; the selection itself is not privacy-accounted (as in the paper). "
-    "blt (added later) reuses nu-dp-ftrl's setting without a selection of its own."
+    "blt and banded (added later) reuse nu-dp-ftrl's setting without a selection of their own."
 )
 #: Public range of the digits pixels (scikit-learn's documentation: integers in 0..16).
 PIXEL_MAX = 16.0
@@ -197,7 +204,32 @@ def _mechanism(method: str, steps: int, participation: Participation) -> tuple[M
             "output_scale": blt.output_scale.tolist(),
             "blt_selection": "privopt.noise.optimize_blt (mean error, buffers grown to < 1%)",
         }
+    if method == "banded":
+        return _banded_mechanism(steps, participation)
     raise ValueError(f"Unknown DP-FTRL method {method!r}.")
+
+
+#: bands of the banded mechanism for a single pass (no min-separation to match)
+SINGLE_PASS_BANDS = 32
+
+
+def _banded_mechanism(steps: int, participation: Participation) -> tuple[Mechanism, dict]:
+    """Banded Toeplitz C with L = S bands (the min-separation: one epoch), coefficients optimised
+    for the run's mean error; its columns of one record are disjoint, so the sensitivity is
+    exact: sqrt(k) ||c|| (L - 1 = S - 1 model-sized buffers)."""
+    if participation.kind == "multiple":
+        bands = min(steps, participation.min_sep)  # type: ignore[type-var]
+        kwargs = dict(min_sep=participation.min_sep, participations=participation.participations)
+    else:
+        bands, kwargs = min(steps, SINGLE_PASS_BANDS), {}
+    mech = optimize_banded_toeplitz(steps, bands, error="mean", **kwargs)
+    return mech, {
+        "bands": bands,
+        "band_coefficients": mech.coefficients.tolist(),
+        "banded_selection": (
+            "privopt.noise.optimize_banded_toeplitz (mean error, L = min-separation)"
+        ),
+    }
 
 
 def _tree_mechanism(steps: int, participation: Participation) -> tuple[Mechanism, dict]:

@@ -5,6 +5,16 @@ sensitivity under the record's participation pattern, calibrates the noise std w
 :mod:`privopt.accounting`, and draws per-step noise from ``mechanism.noise_stream(...)``.
 """
 
+from privopt.noise.banded import (
+    BandChoice,
+    BandedMatrixMechanism,
+    BandedToeplitz,
+    banded_toeplitz,
+    choose_bands,
+    column_normalized_banded,
+    cyclic_poisson_event,
+    optimize_banded_toeplitz,
+)
 from privopt.noise.base import (
     ImpulseSource,
     Mechanism,
@@ -58,6 +68,9 @@ __all__ = [
     "SECURE_ASSUMPTION",
     "BLTMechanism",
     "BLTStream",
+    "BandChoice",
+    "BandedMatrixMechanism",
+    "BandedToeplitz",
     "CovarianceOperator",
     "DenseMechanism",
     "DiagonalCovariance",
@@ -78,8 +91,12 @@ __all__ = [
     "TreeIncrements",
     "anti_pgd",
     "as_step_noise",
+    "banded_toeplitz",
     "brute_force_minsep_squared",
+    "choose_bands",
+    "column_normalized_banded",
     "custom",
+    "cyclic_poisson_event",
     "damped_anti_pgd",
     "gaussian_noise",
     "honaker_weights",
@@ -91,6 +108,7 @@ __all__ = [
     "nu_c",
     "nu_dpftrl",
     "optimal_cc",
+    "optimize_banded_toeplitz",
     "optimize_blt",
     "prefix_nodes",
     "secure_generator",

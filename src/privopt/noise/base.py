@@ -153,8 +153,10 @@ class ImpulseSource(NoiseSource):
 def accumulate(terms, dim: int) -> np.ndarray:
     """sum_k a_k v_k in float64, in the given order, skipping zero coefficients.
 
-    Every stream combines its sources through this one function (an in-place BLAS axpy per
-    term), so two modes that visit the same terms in the same order are bit-identical.
+    The tree and dense streams combine their sources through this one function (an in-place
+    BLAS axpy per term); the Toeplitz stream uses one BLAS matrix-vector product per block of
+    its history instead (:class:`~privopt.noise.toeplitz.ToeplitzStream`). Either way, two modes
+    that make the same calls on the same terms in the same order are bit-identical.
     """
     out = np.zeros(dim)
     for coefficient, vector in terms:

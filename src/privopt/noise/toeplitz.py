@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 from scipy.linalg import toeplitz
+from scipy.linalg.blas import dgemv as _gemv
 from scipy.signal import lfilter
 from scipy.special import ellipk
 
@@ -39,7 +40,6 @@ from privopt.noise.base import (
     NoiseSource,
     NoiseStream,
     Participation,
-    accumulate,
 )
 from privopt.noise.sensitivity import toeplitz_minsep_squared
 
@@ -117,7 +117,7 @@ class ToeplitzMechanism(Mechanism):
         name: str = "toeplitz",
     ) -> None:
         self._beta_fn = beta_fn
-        self._c_fn = c_fn or (lambda n: inverse_coefficients(self.beta(support or n), n))
+        self._c_fn = c_fn  # None: the convolution recursion (a method, so the mechanism pickles)
         self.support = support
         self._anytime_squared = anytime_squared
         self.name = name
@@ -135,7 +135,10 @@ class ToeplitzMechanism(Mechanism):
 
     def c(self, n: int) -> np.ndarray:
         """First n coefficients of C = B^{-1}."""
-        return np.asarray(self._c_fn(check_count("n", n)), dtype=float)
+        n = check_count("n", n)
+        if self._c_fn is None:
+            return inverse_coefficients(self.beta(self.support or n), n)
+        return np.asarray(self._c_fn(n), dtype=float)
 
     def decoder_matrix(self, steps: int) -> np.ndarray:
         b = self.beta(steps)
@@ -215,7 +218,12 @@ class ToeplitzStream(NoiseStream):
     * ``"regenerate"``: keeps nothing; past source vectors are regenerated from the
       counter-based source (O(d) memory, O(t d) work per step).
 
-    Both accumulate in float64 in the same order (k = 0, 1, ...), so they are bit-identical.
+    The sum is a BLAS matrix-vector product (``dgemv``, y += H^T b) per block of ``block_rows``
+    consecutive sources z_a..z_{a+K-1} (absolute blocks, K = 2^23 // d clipped to [1, 1024], so
+    a block is at most 64 MB; at d = 10^5 one product covers 83 steps of history, at t <= K the
+    whole history is one product). History mode keeps its past in such blocks; regeneration
+    redraws each block into one scratch block (O(K d) memory) and makes the same calls on the
+    same shapes with the same coefficients in the same order, so both modes are bit-identical.
     """
 
     def __init__(
@@ -234,36 +242,77 @@ class ToeplitzStream(NoiseStream):
         self.mechanism = mechanism
         self.mode = mode
         self._window = mechanism.support
-        self._history: list[np.ndarray] = []
+        self.block_rows = min(max(2**23 // self.dim, 1), 1024, self._window or 1024)
+        self._blocks: dict[int, np.ndarray] = {}  # history: block index -> (K, dim) sources
+        self._scratch: np.ndarray | None = None
         self._beta = mechanism.beta(64)
+        self._identity = self._window == 1 and self._beta[0] == 1.0  # B = I: no history
 
     def _coefficients(self, n: int) -> np.ndarray:
         if self._beta.shape[0] < n:
             self._beta = self.mechanism.beta(max(n, 2 * self._beta.shape[0]))
         return self._beta[:n]
 
-    def _combine(self, t: int) -> np.ndarray:
-        if self._window == 1 and self._beta[0] == 1.0:  # B = I: the source itself, no history
-            return self.source.draw((0, t), self.dim)
-        depth = t + 1 if self._window is None else min(t + 1, self._window)
-        beta = self._coefficients(depth)
+    def _block(self, index: int, rows: int) -> np.ndarray:
+        """Sources of block ``index``, its first ``rows`` rows (stored, or regenerated)."""
         if self.mode == "history":
-            self._history.append(self.source.draw((0, t), self.dim))
-            if self._window is not None and len(self._history) > self._window:
-                self._history.pop(0)
-            past = lambda k: self._history[-1 - k]  # noqa: E731
-        else:
-            past = lambda k: self.source.draw((0, t - k), self.dim)  # noqa: E731
-        return accumulate(((beta[k], past(k)) for k in range(depth)), self.dim)
+            return self._blocks[index][:rows]
+        if self._scratch is None:
+            self._scratch = np.empty((self.block_rows, self.dim))
+        first = index * self.block_rows
+        for r in range(rows):
+            self._scratch[r] = self.source.draw((0, first + r), self.dim)
+        return self._scratch[:rows]
+
+    def _combine(self, t: int) -> np.ndarray:
+        if self._identity:
+            return self.source.draw((0, t), self.dim)
+        k_rows = self.block_rows
+        oldest = 0 if self._window is None else max(0, t + 1 - self._window)
+        beta = self._coefficients(t + 1 - oldest)
+        if self.mode == "history":
+            index, row = divmod(t, k_rows)
+            if index not in self._blocks:
+                self._blocks[index] = np.zeros((k_rows, self.dim))
+            self._blocks[index][row] = self.source.draw((0, t), self.dim)
+            for stale in [i for i in self._blocks if (i + 1) * k_rows <= oldest]:
+                del self._blocks[stale]
+        out = np.zeros(self.dim)
+        for index in range(oldest // k_rows, t // k_rows + 1):
+            first = index * k_rows
+            stop = min(first + k_rows, t + 1)  # sources first..stop-1 of this block
+            start = max(first, oldest)
+            block = self._block(index, stop - first)[start - first :]
+            # source z_a gets beta_{t-a}: a = start..stop-1
+            coef = np.ascontiguousarray(beta[t - stop + 1 : t - start + 1][::-1])
+            out = _gemv(1.0, block.T, coef, beta=1.0, y=out, overwrite_y=True)
+        return out
+
+    def _rows(self) -> list[np.ndarray]:
+        """The stored sources of the window, oldest first (history mode)."""
+        if self._identity:
+            return []
+        t = self.step - 1
+        oldest = 0 if self._window is None else max(0, t + 1 - self._window)
+        k_rows = self.block_rows
+        return [self._blocks[a // k_rows][a % k_rows].copy() for a in range(oldest, t + 1)]
 
     def _buffers(self) -> dict[str, Any]:
         if self.mode == "history":
-            return {"history": [h.copy() for h in self._history]}
+            return {"history": self._rows()}
         return {}
 
     def _restore_buffers(self, state: dict[str, Any]) -> None:
-        if self.mode == "history":
-            self._history = [np.asarray(h, dtype=float).copy() for h in state["history"]]
+        if self.mode != "history":
+            return
+        rows = [np.asarray(h, dtype=float) for h in state["history"]]
+        self._blocks = {}
+        for offset, vector in enumerate(rows):
+            a = self.step - len(rows) + offset
+            index, row = divmod(a, self.block_rows)
+            if index not in self._blocks:
+                self._blocks[index] = np.zeros((self.block_rows, self.dim))
+            self._blocks[index][row] = vector
 
 
 def nu_dpftrl(nu: float) -> ToeplitzMechanism:
@@ -293,8 +342,25 @@ def mean_estimation_optimal(eta: float) -> ToeplitzMechanism:
     return mech
 
 
+class _FinitePrefix:
+    """The first n coefficients of a finite beta (zero beyond it); picklable, unlike a closure,
+    so plans and fitted estimators that hold a mechanism can be saved."""
+
+    def __init__(self, coeffs: np.ndarray) -> None:
+        self.coeffs = coeffs
+
+    def __call__(self, n: int) -> np.ndarray:
+        return self.coeffs[:n].copy()
+
+
 def custom(beta: np.ndarray | list[float], name: str = "custom") -> ToeplitzMechanism:
-    """Toeplitz B from a finite coefficient vector beta (beta_0 != 0), inverted by recursion."""
+    """Toeplitz B from a finite coefficient vector beta (beta_0 != 0), inverted by recursion.
+
+    ``custom(nu_beta(nu, L))`` bands the *noise* B to L taps (L past draws in history mode);
+    its C = 1/beta(x) stays dense, so min-separation never separates a record's columns and the
+    §3.1 sensitivity is exact only for non-negative, non-increasing C (else a warned bound).
+    To band the encoder C instead (exact sensitivity for min_sep >= L, an (L - 1) d ring-buffer
+    stream), use :func:`privopt.noise.banded_toeplitz` (notes/blt_and_adaptive_clipping.md §4)."""
     coeffs = np.asarray(beta, dtype=float)
     if coeffs.ndim != 1 or coeffs.size == 0:
         raise ValueError("Expected a non-empty 1-D beta.")
@@ -304,7 +370,7 @@ def custom(beta: np.ndarray | list[float], name: str = "custom") -> ToeplitzMech
         raise ValueError("beta_0 must be non-zero (B must be invertible).")
     nonzero = np.flatnonzero(coeffs)
     coeffs = coeffs[: nonzero[-1] + 1]
-    return ToeplitzMechanism(lambda n: coeffs[:n].copy(), support=coeffs.size, name=name)
+    return ToeplitzMechanism(_FinitePrefix(coeffs), support=coeffs.size, name=name)
 
 
 def anti_pgd() -> ToeplitzMechanism:
