@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-regression bench-torch lint format install clean
+.PHONY: demo test test-all bench bench-regression bench-torch lint typecheck format install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -57,6 +57,11 @@ bench-torch: $(STAMP) $(OPACUS_VENV)/.installed
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples
 	$(BIN)/ruff format --check src tests benchmarks examples
+
+# mypy (default strictness) on the public API, the audit package and the CLI helpers
+# (files and third-party overrides in pyproject.toml's [tool.mypy]).
+typecheck: $(STAMP)
+	$(BIN)/mypy
 
 format: $(STAMP)
 	$(BIN)/ruff format src tests benchmarks examples

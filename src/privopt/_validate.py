@@ -14,6 +14,7 @@ import numpy as np
 
 __all__ = [
     "check_count",
+    "check_delta_for_rows",
     "check_design",
     "check_finite",
     "check_nonnegative",
@@ -83,7 +84,7 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
         and math.isfinite(float(value))
         and float(value).is_integer()
     ):
-        out = int(value)
+        out = int(float(value))
     else:
         raise ValueError(f"Expected {name} to be an integer >= {minimum}, got {value!r}.")
     if out < minimum:
@@ -115,3 +116,32 @@ def check_design(
     if not np.all(np.isfinite(y)):
         raise ValueError(f"{y_name} contains non-finite values (NaN or inf).")
     return X, y
+
+
+def check_delta_for_rows(
+    delta: object,
+    n_rows: int,
+    *,
+    allow_large: bool = False,
+    flag: str = "allow_large_delta=True (privopt fit: --allow-large-delta)",
+) -> float:
+    """Return delta, refusing ``delta >= 1 / n_rows`` unless ``allow_large``.
+
+    A mechanism may be (epsilon, delta)-DP and still publish each record with probability
+    delta ("name and shame"): with delta >= 1/N that is one record in expectation, which no
+    one should accept by accident (Dwork & Roth 2014, §2.3). ``flag`` names how to insist.
+
+    >>> check_delta_for_rows(1e-6, 1000)
+    1e-06
+    >>> check_delta_for_rows(0.01, 1000, allow_large=True)
+    0.01
+    """
+    out = check_probability("delta", delta)
+    n = check_count("n_rows", n_rows)
+    if out >= 1.0 / n and not allow_large:
+        raise ValueError(
+            f"Expected delta < 1/N = {1.0 / n:.3g} for N = {n} rows, got delta = {out!r}: a "
+            "mechanism with delta >= 1/N may publish a whole record; use a smaller delta, or "
+            f"{flag} to accept it."
+        )
+    return out

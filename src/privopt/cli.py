@@ -12,16 +12,25 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
-from typer.exceptions import Abort, TyperException
 
 from privopt import accounting as acc
-from privopt._cli_common import Delta, JsonFlag, _emit
+from privopt._cli_common import (
+    Delta,
+    JsonFlag,
+    _emit,
+    input_file,
+    output_dir,
+    output_file,
+    read_linear_model,
+    root_callback,
+    run_app,
+)
 from privopt._cli_noise import noise_app
+from privopt.audit.cli_audit import audit_app
 
 app = typer.Typer(
     name="privopt",
@@ -36,6 +45,8 @@ account_app = typer.Typer(
 )
 app.add_typer(account_app, name="account")
 app.add_typer(noise_app, name="noise")
+app.add_typer(audit_app, name="audit")
+app.callback()(root_callback)
 # name -> (module, function, payload keys too large for stdout). Each function takes
 # (out: Path, *, quick: bool) and writes NAME.png and NAME.json into out.
 REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -204,14 +215,17 @@ def account_shuffle(
 
 @app.command("fit")
 def fit(
-    data: Annotated[Path, typer.Argument(help="Training data (.csv, .csv.gz, .parquet).")],
+    data: Annotated[Path, input_file("Training data (.csv, .csv.gz, .parquet).")],
     target: Annotated[str, typer.Option("--target", help="Name of the target column.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the model (JSON).")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Privacy loss, > 0.")] = 1.0,
     delta: Annotated[float, typer.Option("--delta", help="In (0, 1); below 1/N.")] = 1e-6,
-    method: Annotated[str, typer.Option("--method", help="dpsgd, adassp, ambssgd or ssgd.")] = (
-        "dpsgd"
-    ),
+    method: Annotated[
+        str,
+        typer.Option(
+            "--method", help="auto (by N, d, epsilon), newton, dpsgd, adassp, ambssgd or ssgd."
+        ),
+    ] = "auto",
     features: Annotated[
         str | None, typer.Option("--features", help="Comma-separated feature columns.")
     ] = None,
@@ -219,7 +233,11 @@ def fit(
         Path | None,
         typer.Option(
             "--bounds",
-            help='Public bounds JSON: {"features": {"col": [lo, hi], ...}, "target": [lo, hi]}.',
+            help='Public bounds JSON: {"features": {"col": \\[lo, hi], ...}, '
+            '"target": \\[lo, hi]}.',
+            exists=True,
+            dir_okay=False,
+            readable=True,
         ),
     ] = None,
     no_intercept: Annotated[bool, typer.Option("--no-intercept", help="Fit y = <x, w>.")] = False,
@@ -244,6 +262,12 @@ def fit(
             "--secure", help="Draw the noise with ChaCha20 keyed by the OS (not with --seed)."
         ),
     ] = False,
+    allow_large_delta: Annotated[
+        bool, typer.Option("--allow-large-delta", help="Accept delta >= 1/N (not advised).")
+    ] = False,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")] = (
+        False
+    ),
     as_json: JsonFlag = False,
 ) -> None:
     """Fit a private linear regression and save it; prints the privacy report."""
@@ -252,6 +276,7 @@ def fit(
 
     if secure and seed is not None:
         raise ValueError("Give --seed (reproducible noise) or --secure (OS-keyed noise), not both.")
+    out = output_file(out, overwrite=overwrite, what="model file")
     names = [c.strip() for c in features.split(",")] if features else None
     table = load_table(data, target, features=names)
     feature_bounds, target_bounds = _read_bounds(bounds, table.feature_names, target)
@@ -265,6 +290,7 @@ def fit(
         random_state=seed,
         secure_mode=secure,
         neighbouring=neighbouring,
+        allow_large_delta=allow_large_delta,
     )
     console = Console(stderr=as_json)
     with Progress(
@@ -279,7 +305,7 @@ def fit(
     report = model.privacy_report_
     payload = {
         "format": "privopt-linear-model/1",
-        "method": method,
+        "method": model.fit_info_["method"],  # the one "auto" chose
         "features": list(table.feature_names),
         "target": table.target,
         "coef": model.coef_.tolist(),
@@ -320,33 +346,37 @@ def _read_bounds(path: Path | None, features, target: str):
 
 @app.command("predict")
 def predict(
-    model_path: Annotated[Path, typer.Argument(help="A model written by `privopt fit`.")],
-    data: Annotated[Path, typer.Argument(help="Rows to predict (.csv, .csv.gz, .parquet).")],
-    out: Annotated[Path | None, typer.Option("--out", help="Write predictions (CSV).")] = None,
+    model_path: Annotated[Path, input_file("A model written by `privopt fit`.")],
+    data: Annotated[Path, input_file("Rows to predict (.csv, .csv.gz, .parquet).")],
+    out: Annotated[
+        Path | None,
+        typer.Option("--out", help="Write the predictions (CSV) there instead of stdout."),
+    ] = None,
+    overwrite: Annotated[bool, typer.Option("--overwrite", help="Replace an existing --out.")] = (
+        False
+    ),
     as_json: JsonFlag = False,
 ) -> None:
-    """Predict with a saved model (post-processing: no privacy cost)."""
+    """Predict with a saved model (post-processing: no privacy cost).
+
+    The predictions go to exactly one place: the --out CSV if given (then --json prints only
+    {"out": ..., "rows": ...}), else stdout (CSV, or {"predictions": [...]} with --json).
+    """
+    if out is not None:
+        out = output_file(out, overwrite=overwrite, what="predictions file")
 
     from privopt.datasets import load_features
 
-    try:
-        model = json.loads(Path(model_path).read_text())
-        if model.get("format") != "privopt-linear-model/1":
-            raise KeyError("format")
-        coef = np.asarray(model["coef"], dtype=float)
-        intercept = float(model["intercept"])
-        names = list(model["features"])
-    except FileNotFoundError:
-        raise ValueError(f"Model file {model_path} does not exist.") from None
-    except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-        raise ValueError(f"{model_path} is not a privopt linear model file.") from None
+    coef, intercept, names = read_linear_model(model_path)
     predictions = load_features(data, names) @ coef + intercept
-    if as_json:
-        print(json.dumps({"predictions": predictions.tolist()}))
     text = "prediction\n" + "\n".join(f"{p:.10g}" for p in predictions) + "\n"
     if out is not None:
         out.write_text(text)
-    elif not as_json:
+        if as_json:
+            print(json.dumps({"out": str(out), "rows": int(predictions.size)}))
+    elif as_json:
+        print(json.dumps({"predictions": predictions.tolist()}))
+    else:
         sys.stdout.write(text)
 
 
@@ -356,13 +386,21 @@ def reproduce(
     out: Annotated[Path, typer.Option("--out", help="Directory for the PNG and JSON.")],
     quick: Annotated[bool, typer.Option("--quick", help="Small size (for tests).")] = False,
     as_json: JsonFlag = False,
+    backend: Annotated[
+        str, typer.Option("--backend", help="numpy, or torch (cifar-style: a GroupNorm CNN).")
+    ] = "numpy",
 ) -> None:
     """Reproduce a figure of the seed papers (writes a PNG plot and a JSON of the numbers)."""
     if name not in REPRODUCTIONS:
         raise ValueError(f"Expected a reproduction in ({', '.join(REPRODUCTIONS)}), got {name!r}.")
+    if backend not in ("numpy", "torch") or (backend == "torch" and name != "cifar-style"):
+        raise ValueError(f"--backend is numpy, or torch for cifar-style; got {backend!r}.")
+    out = output_dir(out)
     import importlib
 
     module, function, large = REPRODUCTIONS[name]
+    if backend == "torch":  # privopt[torch]: the digits CNN with privopt.torch.PrivateTrainer
+        module, function = "privopt.experiments.cifar_torch", "reproduce_cifar_torch"
     payload = getattr(importlib.import_module(module), function)(out, quick=quick)
     if as_json:
         print(json.dumps({k: v for k, v in payload.items() if k not in large}))
@@ -400,23 +438,8 @@ def demo(
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Entry point: run the app, turning bad arguments into one line on stderr and exit code 2."""
-    command = typer.main.get_command(app)
-    try:
-        result = command.main(args=argv, prog_name="privopt", standalone_mode=False)
-    except Abort:
-        print("error: aborted", file=sys.stderr)
-        sys.exit(1)
-    except TyperException as exc:
-        message = " ".join(exc.format_message().split())
-        if message:  # usage errors that already printed help carry no message
-            print(f"error: {message}", file=sys.stderr)
-        sys.exit(2)
-    except (ValueError, OSError) as exc:  # bad arguments; missing or unreadable/unwritable files
-        print(f"error: {' '.join(str(exc).split())}", file=sys.stderr)
-        sys.exit(2)
-    if isinstance(result, int) and result != 0:
-        sys.exit(result)
+    """Entry point: user mistakes are one line on stderr and exit 2; bugs say so (exit 1)."""
+    run_app(app, argv)
 
 
 if __name__ == "__main__":  # pragma: no cover

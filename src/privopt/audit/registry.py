@@ -1,0 +1,199 @@
+"""What ``privopt audit`` can audit: the training core's release paths and the estimators.
+
+Training core (white-box gradient canaries, one run, :mod:`privopt.audit.canaries`): the plans
+that :func:`privopt.algorithms.dp_ftrl` and the DP-SGD paths build (fixed batches with each noise
+mechanism, Poisson-sampled DP-SGD), calibrated by :meth:`TrainingPlan.calibrate` and run by
+:func:`privopt.training.execute`, so the audit exercises the calibration, the loop and each
+mechanism's noise stream. Estimators (black-box input canaries over many fits,
+:mod:`privopt.audit.input_canaries`): every ``DPLinearRegression`` method end to end.
+
+A planted-bug control runs the same audit with the noise scaled by ``noise_factor`` while the
+claim stays: 1/3 for the white-box audits (the selftest's bug; a halved sensitivity is the
+milder 1/2), 1/10 for the black-box estimator audits, whose single input canary sees only a
+share of each fit's budget (measured power in TRUST.md).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive, check_probability
+from privopt.audit.input_canaries import ESTIMATOR_AUDITS, audit_estimator
+from privopt.audit.one_run import audit_one_run
+
+__all__ = [
+    "CORE_AUDITS",
+    "ESTIMATOR_CONTROL_FACTOR",
+    "WHITE_BOX_CONTROL_FACTOR",
+    "audit_algorithm",
+    "audit_names",
+    "selftest",
+]
+
+WHITE_BOX_CONTROL_FACTOR = 1.0 / 3.0
+ESTIMATOR_CONTROL_FACTOR = 1.0 / 10.0
+
+
+@dataclass(frozen=True)
+class CoreAudit:
+    """A training-core plan factory ``() -> TrainingPlan`` (uncalibrated) and its description."""
+
+    plan: Callable[[], Any]
+    description: str
+
+
+def _fixed(mechanism: Callable[[], Any], batch: int, epochs: int) -> Callable[[], Any]:
+    def make() -> Any:
+        from privopt.training import FixedBatches, TrainingPlan
+
+        return TrainingPlan(1000, FixedBatches(batch, epochs), 1.0, mechanism=mechanism())
+
+    return make
+
+
+def _poisson() -> Any:
+    from privopt.training import PoissonSampling, TrainingPlan
+
+    return TrainingPlan(1000, PoissonSampling(0.5, 4), 1.0)
+
+
+def _mechanism(name: str, *args: Any, **kwargs: Any) -> Callable[[], Any]:
+    def make() -> Any:
+        import privopt.noise as noise
+
+        return getattr(noise, name)(*args, **kwargs)
+
+    return make
+
+
+#: Training-core release paths, by CLI name (N = 1000 records, 1000 canaries per run).
+CORE_AUDITS: dict[str, CoreAudit] = {
+    "dpsgd": CoreAudit(_poisson, "DP-SGD: Poisson sampling q = 0.5, 4 steps, PLD accounting"),
+    "dpsgd-fixed": CoreAudit(
+        _fixed(_mechanism("independent"), 250, 2),
+        "DP-SGD without amplification: fixed batches of 250, 2 epochs, independent noise",
+    ),
+    "ftrl-nu": CoreAudit(
+        _fixed(_mechanism("nu_dpftrl", 0.2), 250, 3),
+        "nu-DP-FTRL (nu = 0.2), 3 epochs, min-separation sensitivity",
+    ),
+    "ftrl-optimal-cc": CoreAudit(
+        _fixed(_mechanism("optimal_cc"), 100, 1), "DP-FTRL, optimal continual counting, 1 epoch"
+    ),
+    "ftrl-tree": CoreAudit(
+        _fixed(_mechanism("TreeAggregation"), 100, 1), "DP-FTRL, binary tree, 1 epoch"
+    ),
+    "ftrl-blt": CoreAudit(
+        _fixed(_mechanism("optimize_blt", 12, min_sep=4, participations=3), 250, 3),
+        "DP-FTRL, BLT optimised for 3 participations 4 steps apart",
+    ),
+}
+
+
+def audit_names() -> tuple[str, ...]:
+    """Every name ``privopt audit`` accepts (besides ``selftest``)."""
+    return (*CORE_AUDITS, *ESTIMATOR_AUDITS)
+
+
+def audit_algorithm(
+    name: str,
+    *,
+    epsilon: float | None = None,
+    delta: float = 1e-5,
+    runs: int | None = None,
+    canaries: int = 1000,
+    confidence: float = 0.95,
+    noise_factor: float = 1.0,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """Audit one algorithm or estimator method; a JSON-ready summary.
+
+    Core paths: ``runs`` one-run audits of ``canaries`` gradient canaries each, pooled (default
+    1); estimators: ``runs`` fits per neighbour (default 200). ``noise_factor`` < 1 plants the
+    bug of a control.
+    """
+    from privopt.audit.canaries import audit_training_plan
+
+    delta = check_probability("delta", delta)
+    confidence = check_probability("confidence", confidence)
+    factor = check_positive("noise_factor", noise_factor)
+    if name in CORE_AUDITS:
+        eps = check_positive("epsilon", 2.0 if epsilon is None else epsilon)
+        plan = CORE_AUDITS[name].plan().calibrate(eps, delta)
+        claimed, one_run = audit_training_plan(
+            plan,
+            delta=delta,
+            canaries=check_count("canaries", canaries),
+            runs=check_count("runs", 1 if runs is None else runs),
+            rng=np.random.default_rng(seed),
+            confidence=confidence,
+            noise_factor=factor,
+        )
+        kind = f"one-run f-DP (Mahloujifar et al. 2024), {one_run.canaries} gradient canaries"
+        bound = float(one_run.epsilon_lower_bound)
+        details: dict[str, Any] = {"guesses": one_run.guesses, "correct": one_run.correct}
+        description = CORE_AUDITS[name].description
+    elif name in ESTIMATOR_AUDITS:
+        audit = ESTIMATOR_AUDITS[name]
+        claimed, res = audit_estimator(
+            audit,
+            epsilon=epsilon,
+            delta=delta,
+            runs=200 if runs is None else runs,
+            confidence=confidence,
+            planted_noise_factor=factor,
+            seed=seed,
+        )
+        bound = float(res.epsilon_lower_bound)
+        kind = f"black-box Clopper-Pearson, {res.runs[0]} + {res.runs[1]} evaluation fits"
+        details = {"tpr": res.true_positive_rate, "fpr": res.false_positive_rate}
+        description = f"DPLinearRegression end to end, one input canary {audit.note}".strip()
+    else:
+        raise ValueError(f"Expected one of {', '.join(audit_names())} or selftest, got {name!r}.")
+    return {
+        "algorithm": name,
+        "description": description,
+        "claimed_epsilon": float(claimed),
+        "epsilon_lower_bound": bound,
+        "confidence": confidence,
+        "delta": delta,
+        "audit": kind,
+        "noise_factor": factor,
+        "violation": bound > claimed,
+        **details,
+    }
+
+
+def selftest(
+    *, epsilon: float = 2.0, delta: float = 1e-5, canaries: int = 2000, seed: int = 0
+) -> dict[str, dict[str, float]]:
+    """The auditor on a correct Gaussian mechanism and on one with a third of its noise.
+
+    m canaries, each the sensitivity-1 signal of its own Gaussian release
+    ``x_i = 1[canary i in] + N(0, sigma^2)`` (noise from :func:`privopt.noise.gaussian_noise`,
+    sigma exact for (epsilon, delta)); the broken mechanism uses sigma / 3 while claiming the
+    same epsilon. One-run f-DP audit at 95%: the correct bound stays below the claim (it is a
+    lower bound), the broken one must exceed it.
+    """
+    from privopt.accounting import calibrate_gaussian_sigma
+    from privopt.noise import gaussian_noise
+
+    m = check_count("canaries", canaries)
+    rng = np.random.default_rng(seed)
+    sigma = calibrate_gaussian_sigma(epsilon, delta, 1.0)
+    out: dict[str, dict[str, float]] = {}
+    for label, std in (("correct", sigma), ("broken", sigma / 3.0)):
+        included = rng.random(m) < 0.5
+        scores = included + gaussian_noise(rng, std, m)
+        result = audit_one_run(scores, included, delta=delta)
+        out[label] = {
+            "claimed_epsilon": float(epsilon),
+            "epsilon_lower_bound": result.epsilon_lower_bound,
+            "confidence": result.confidence,
+            "noise_std": float(std),
+        }
+    return out
