@@ -19,6 +19,7 @@ from privopt.training.adaptive import QuantileClipping, adjusted_gradient_multip
 from privopt.training.averaging import AVERAGING, Averager
 from privopt.training.batching import (
     BatchStrategy,
+    CyclicPoissonSampling,
     FixedBatches,
     PoissonSampling,
     SampledWithoutReplacement,
@@ -42,6 +43,7 @@ __all__ = [
     "SGD",
     "Averager",
     "BatchStrategy",
+    "CyclicPoissonSampling",
     "FixedBatches",
     "GenericModel",
     "GradientModel",

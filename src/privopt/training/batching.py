@@ -35,6 +35,7 @@ _INDEX_BLOCK = 4096
 
 __all__ = [
     "BatchStrategy",
+    "CyclicPoissonSampling",
     "FixedBatches",
     "PoissonSampling",
     "SampledWithoutReplacement",
@@ -125,6 +126,57 @@ class PoissonSampling(BatchStrategy):
         return (
             f"Poisson sampling at rate q = {self.sample_rate:.6g} for {self.num_steps} steps "
             "(inclusions secret; sums divided by the expected batch q N)"
+        )
+
+
+@dataclass(frozen=True)
+class CyclicPoissonSampling(BatchStrategy):
+    """Records in ``groups`` fixed parts (a secret random split into equal parts of N // groups;
+    the N mod groups left over are never read); step t includes each record of part
+    ``t mod groups`` independently with probability ``sample_rate``.
+
+    The amplified batching of banded matrix factorisation (Choquette-Choo et al. 2023, Thm 4):
+    with an L-banded mechanism and L <= groups, the run is accounted as ceil(T / groups)
+    Poisson-sampled Gaussian steps (:func:`privopt.noise.cyclic_poisson_event`). Sums are
+    divided by the expected batch q (N // groups).
+    """
+
+    groups: int
+    sample_rate: float
+    num_steps: int
+    name: str = "cyclic poisson sampling"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "groups", check_count("groups", self.groups))
+        object.__setattr__(self, "sample_rate", check_sample_rate("sample_rate", self.sample_rate))
+        object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
+
+    def part_size(self, n: int) -> int:
+        size = check_count("n", n) // self.groups
+        if size < 1:
+            raise ValueError(f"groups={self.groups} is larger than the {n} records.")
+        return size
+
+    def steps(self, n: int) -> int:
+        return self.num_steps
+
+    def divisor(self, n: float) -> float:
+        return self.sample_rate * (int(n) // self.groups)
+
+    def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        size = self.part_size(n)
+        parts = rng.permutation(n)[: size * self.groups].reshape(self.groups, size)
+        for t in range(self.num_steps):
+            part = parts[t % self.groups]
+            # Bernoulli(q) inclusions within the part, O(batch) as in PoissonSampling
+            chosen = rng.choice(size, size=rng.binomial(size, self.sample_rate), replace=False)
+            yield np.sort(part[chosen])
+
+    def describe(self, n: int) -> str:
+        return (
+            f"cyclic Poisson sampling: {self.groups} secret parts of {self.part_size(n)} records, "
+            f"step t samples part t mod {self.groups} at rate q = {self.sample_rate:.6g}, "
+            f"{self.num_steps} steps (sums divided by the expected batch)"
         )
 
 

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,13 @@ from privopt.accounting import (
     PrivacyEvent,
     SampledGaussianEvent,
 )
-from privopt.noise import Mechanism, Participation, as_step_noise, independent
+from privopt.noise import (
+    Mechanism,
+    Participation,
+    as_step_noise,
+    cyclic_poisson_event,
+    independent,
+)
 from privopt.training.adaptive import (
     QuantileClipping,
     adjusted_gradient_multiplier,
@@ -55,6 +62,7 @@ from privopt.training.adaptive import (
 )
 from privopt.training.batching import (
     BatchStrategy,
+    CyclicPoissonSampling,
     FixedBatches,
     PoissonSampling,
     SampledWithoutReplacement,
@@ -145,6 +153,16 @@ class TrainingPlan:
                 )
             if self.analysis is not None:
                 raise ValueError("Adaptive clipping uses the plan's own analysis.")
+        if isinstance(self.batches, CyclicPoissonSampling):
+            bands = 1 if independent_noise else getattr(self.mechanism, "bands", None)
+            if bands is None or bands > self.batches.groups:
+                raise ValueError(
+                    "Cyclic Poisson sampling is analysed for banded mechanisms with at most "
+                    f"`groups` bands (got {self.mechanism.name}, groups={self.batches.groups}); "
+                    "use privopt.noise.optimize_banded_toeplitz or column_normalized_banded."
+                )
+            if self.adaptive_clipping is not None:
+                raise ValueError("Adaptive clipping is not analysed with cyclic Poisson sampling.")
         if isinstance(self.batches, PoissonSampling | SampledWithoutReplacement):
             if not independent_noise:
                 raise ValueError(
@@ -152,7 +170,7 @@ class TrainingPlan:
                     "sampling is not analysed for correlated noise here; use FixedBatches."
                 )
         if (
-            isinstance(self.batches, PoissonSampling)
+            isinstance(self.batches, PoissonSampling | CyclicPoissonSampling)
             and self.neighbouring is not Neighbouring.ZERO_OUT
         ):
             raise ValueError(
@@ -184,8 +202,13 @@ class TrainingPlan:
 
     @property
     def noise_std(self) -> float:
-        """Std of the noise on each step's clipped sum (per coordinate and noise source)."""
-        return self._require_noise() * self.clip_norm
+        """Std of the noise on each step's clipped sum (per coordinate and noise source); under
+        cyclic Poisson sampling, times the mechanism's largest column norm (so the rescaled C
+        has unit columns, as the amplification theorem needs)."""
+        std = self._require_noise() * self.clip_norm
+        if isinstance(self.batches, CyclicPoissonSampling):
+            std *= self.mechanism.sensitivity(self.steps)
+        return std
 
     @property
     def count_noise_std(self) -> float:
@@ -264,6 +287,20 @@ class TrainingPlan:
     def _event(self, sigma: float) -> PrivacyEvent:
         if self.analysis is not None:
             return self.analysis.event(self, sigma)
+        if isinstance(self.batches, CyclicPoissonSampling):
+            if _is_independent(self.mechanism):  # B = I: one part's steps, DP-SGD's event
+                count = math.ceil(self.steps / self.batches.groups)
+                return PoissonSampledGaussianEvent(
+                    sigma, self.batches.sample_rate, count=count, label=self.label
+                )
+            return cyclic_poisson_event(
+                self.mechanism,
+                self.steps,
+                groups=self.batches.groups,
+                sample_rate=self.batches.sample_rate,
+                noise_multiplier=sigma,
+                label=f"{self.label} ({self.mechanism.name}, cyclic Poisson)",
+            )
         if isinstance(self.batches, PoissonSampling):
             return PoissonSampledGaussianEvent(
                 sigma, self.batches.sample_rate, count=self.steps, label=self.label
