@@ -19,6 +19,7 @@ import numpy as np
 from ftrl_epoch import run as run_ftrl_epoch
 from noise_generators import run as run_noise_generators
 from privopt import accounting as acc
+from regression_sweep import default_speed as run_regression_default
 
 
 def _time(fn: Callable[[], object], repeats: int) -> tuple[float, object]:
@@ -87,6 +88,10 @@ def main() -> None:
     if not args.only or "ftrl_epoch" in args.only:
         results["ftrl_epoch"] = run_ftrl_epoch()
         print(json.dumps(results["ftrl_epoch"]))
+    if not args.only or "regression_default" in args.only:
+        # issue 16: DPLinearRegression's default fit at N = 1e6, d = 100 against one X @ w
+        results["regression_default"] = run_regression_default()
+        print(json.dumps(results["regression_default"]))
     if not args.only or "noise_generators" in args.only:
         generators = run_noise_generators(args.noise_dim, args.noise_steps)
         results["noise_generators"] = generators

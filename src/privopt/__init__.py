@@ -9,8 +9,9 @@ Subpackages follow the pipeline of every private training algorithm (see ARCHITE
 from privopt._leak import PrivacyLeakWarning
 from privopt.accounting import BudgetExceededError, PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.estimators import DPLinearClassifier, DPLinearRegression, DPSGDRegressor
+from privopt.estimators._utility import UtilityWarning
 
-__version__ = "0.1.0"
+__version__ = "0.2.0"
 
 __all__ = [
     "BudgetExceededError",
@@ -21,5 +22,6 @@ __all__ = [
     "PrivacyLeakWarning",
     "PrivacyLedger",
     "PrivacyReport",
+    "UtilityWarning",
     "__version__",
 ]

@@ -426,3 +426,67 @@ def test_bounds_near_the_minimum_rows_never_return_the_search_domain():
             X, y, rng.random(n), share, mu=mu, rng=rng, ledger=PrivacyLedger("replace-one")
         )
         assert max(bounds.x_radius, bounds.y_radius) <= 2.0, seed
+
+
+# -- issue 16: private quantile bounds ---------------------------------------------------------
+def test_scaled_boxed_bounds_round_trip_to_original_units():
+    from privopt.algorithms.preprocess import LinearBounds
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(200, 3)) * [1.0, 10.0, 0.1] + [0.0, 1000.0, 5.0]
+    bounds = LinearBounds(
+        x_center=np.array([0.0, 1000.0, 5.0]),
+        y_center=2.0,
+        x_radius=100.0,
+        y_radius=50.0,
+        intercept_scale=0.7,
+        source="private",
+        x_scale=np.array([1.0, 10.0, 0.1]),
+        x_box=10.0,
+    )
+    Z = bounds.transform(X)
+    np.testing.assert_allclose(Z[:, :3], (X - bounds.x_center) / bounds.x_scale)
+    assert np.all(Z[:, 3] == 0.7)
+    w = np.array([0.5, -1.0, 2.0, 3.0])
+    coef, intercept = bounds.to_original(w)
+    np.testing.assert_allclose(X @ coef + intercept, Z @ w + 2.0)
+    assert "standardised" in bounds.describe()
+
+
+def test_quantile_bounds_record_their_releases_and_find_the_ranges():
+    from privopt.algorithms.quantile_bounds import private_quantile_bounds, quantile_releases
+
+    rng = np.random.default_rng(3)
+    n = 4000
+    X = np.column_stack([1013 + 6 * rng.normal(size=n), rng.integers(0, 2, n), rng.normal(size=n)])
+    y = 450 + 15 * rng.normal(size=n)
+    ledger = PrivacyLedger("replace-one")
+    bounds = private_quantile_bounds(
+        X, y, np.arange(n), mu=0.5, rng=np.random.default_rng(0), ledger=ledger
+    )
+    assert len(ledger.events) == quantile_releases(3) == 13
+    assert ledger.mu == pytest.approx(0.5, rel=1e-6) and ledger.mu <= 0.5
+    assert bounds.x_center[0] == pytest.approx(1013, abs=2.0)
+    assert bounds.x_scale[0] == pytest.approx(6.0, rel=0.3)
+    assert bounds.x_scale[2] == pytest.approx(1.0, rel=0.3)
+    # the binary feature keeps both values inside its box (no clipping of the 1s)
+    for value in (0.0, 1.0):
+        assert abs(value - bounds.x_center[1]) / bounds.x_scale[1] < bounds.x_box
+    assert bounds.y_center == pytest.approx(450, abs=3.0)
+    assert 40 < bounds.y_radius < 100  # 4 robust sigmas of a 15-sigma target
+
+
+def test_tightened_public_bounds_never_exceed_the_public_ones():
+    from privopt.algorithms.quantile_bounds import tighten_public_bounds
+
+    rng = np.random.default_rng(4)
+    X, y = rng.normal(size=(5000, 5)), rng.normal(size=5000)
+    loose = public_bounds(np.tile([-5.0, 5.0], (5, 1)), (-10.0, 10.0))
+    ledger = PrivacyLedger("zero-out")
+    tight = tighten_public_bounds(
+        loose, X, y, np.arange(5000), mu=0.3, rng=np.random.default_rng(0), ledger=ledger
+    )
+    assert len(ledger.events) == 2 and ledger.mu <= 0.3 * (1 + 1e-9)
+    assert 3.0 < tight.x_radius < 6.0 < loose.x_radius  # ||x|| ~ sqrt(5) +- ; 99%: ~4
+    assert 2.0 < tight.y_radius < 4.0 < loose.y_radius
+    assert tight.source == "public" and tight.tightened

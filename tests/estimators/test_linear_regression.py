@@ -16,10 +16,12 @@ def _ratio_to_ols(model, data):
     return data.excess_risk(model.coef_, intercept=model.intercept_) / ols_risk
 
 
-def test_default_is_within_6x_ols_and_spends_at_most_epsilon():
+def test_default_is_within_2x_ols_and_spends_at_most_epsilon():
     """The issue's bar: x ~ N(0, I_20), sigma = 1, N = 200,000, only epsilon and delta given.
 
-    The default is DP-SGD; measured over 5 seeds: 2.5, 5.2, 1.1, 1.7, 5.3 (median 2.5).
+    The default picks noisy Newton here; measured over 5 seeds: 0.96, 1.39, 1.22, 1.71, 0.90
+    (median 1.22; issue 16's bar 2x, goal 1.5x). Before issue 16 the default was DP-SGD at
+    2.5, 5.2, 1.1, 1.7, 5.3 (median 2.5, bar 6x).
     """
     ratios = []
     for seed in range(5):
@@ -27,14 +29,15 @@ def test_default_is_within_6x_ols_and_spends_at_most_epsilon():
         model = DPLinearRegression(epsilon=1.0, delta=1e-6, random_state=seed).fit(data.X, data.y)
         ratios.append(_ratio_to_ols(model, data))
         report = model.privacy_report_
+        assert model.fit_info_["method"] == "newton"
         assert report.epsilon <= 1.0 + 1e-9
         assert report["epsilon"] == report.epsilon and report["delta"] == 1e-6
-        # Poisson-subsampled Gaussian steps have no finite zCDP rho: the report says None.
-        assert report["rho"] is report.rho is None and "rho" in report.to_dict()
-    assert np.median(ratios) <= 6.0, ratios
+        # Gaussian releases only (each exponential mechanism as its dominating GDP): rho given
+        assert report["rho"] == report.rho > 0 and "rho" in report.to_dict()
+    assert np.median(ratios) <= 2.0, ratios
 
 
-@pytest.mark.parametrize("method", ["adassp", "ambssgd", "dpsgd"])
+@pytest.mark.parametrize("method", ["newton", "adassp", "ambssgd", "dpsgd"])
 def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method):
     data = make_linear_regression(60_000, 5, sigma=1.0, rng=np.random.default_rng(1))
     model = DPLinearRegression(epsilon=2.0, delta=1e-6, method=method, random_state=0)
@@ -42,15 +45,21 @@ def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method
     assert model.privacy_report_.epsilon <= 2.0 + 1e-9
     trivial = data.excess_risk(np.zeros(5), intercept=0.0)
     assert data.excess_risk(model.coef_, intercept=model.intercept_) < 0.05 * trivial
-    # every relation keeps N fixed (issue 12 item 4): zero-out for Poisson DP-SGD
+    # every relation keeps N fixed (issue 12 item 4): zero-out for Poisson DP-SGD and noisy
+    # Newton (as the default), replace-one for the others
     assert model.privacy_report_.neighbouring == (
-        "zero-out" if method == "dpsgd" else "replace-one"
+        "zero-out" if method in ("dpsgd", "newton") else "replace-one"
     )
     assert "N is public" in " ".join(model.privacy_report_.assumptions)
     assert "public size N" in model.privacy_report_.neighbouring_description
-    # preprocessing releases and the main fit touch disjoint records
-    assert model.privacy_report_.num_partitions >= 2
-    if method != "dpsgd":  # Gaussian releases only: rho-zCDP is reported too
+    # issue 16: the private quantiles are recorded; DP-SGD (calibrated alone) gets them on a
+    # disjoint slice (parallel composition), the Gaussian-only methods share the rows and the
+    # budget (sequential composition in exact GDP)
+    labels = [e.label for e in model.privacy_report_.events]
+    assert sum("exponential mechanism" in label for label in labels) == 3 * 5 + 4
+    if method == "dpsgd":
+        assert model.privacy_report_.num_partitions == 2
+    else:  # Gaussian releases only: rho-zCDP is reported too
         assert 0 < model.privacy_report_.rho
 
 
@@ -137,6 +146,8 @@ def test_bad_input_is_named(X, y, kwargs, match):
 EXPECTED_FAILURES = {
     "check_regressors_train": "with tiny n the DP noise dominates; R^2 > 0.5 is not attainable "
     "privately at these sizes",
+    "check_sample_weight_equivalence_on_dense_data": "integer weights are compared with repeated "
+    "rows: a private fit on a different number of rows draws different noise",
 }
 
 
@@ -145,6 +156,7 @@ EXPECTED_FAILURES = {
         DPLinearRegression(
             epsilon=50.0,
             method="adassp",  # the contract is method-independent; AdaSSP keeps the checks fast
+            max_sample_weight=10.0,  # scikit-learn's checks weigh rows by up to 4
             feature_bounds=(-100, 100),
             target_bounds=(-1000, 1000),
             random_state=0,

@@ -110,14 +110,19 @@ class AMBSSGDConfig:
 
 
 def noise_multipliers(
-    epsilon: float, delta: float, stat_budget: float = 0.5, calibration: str = "gdp"
+    epsilon: float,
+    delta: float,
+    stat_budget: float = 0.5,
+    calibration: str = "gdp",
+    mu: float | None = None,
 ) -> tuple[float, float]:
     """(alpha_s, alpha_g) making one round, hence the fit, (epsilon, delta)-DP.
 
     ``calibration="gdp"`` (default) solves mu^2 = alpha_s^-2 + alpha_g^-2 = gdp_mu(eps, delta)^2
     exactly; ``"zcdp"`` uses rho = (alpha_s^-2 + alpha_g^-2)/2 with the tight conversion;
     ``"paper"`` is Theorem 9's alpha = sqrt(8 log(1/delta)) / epsilon for both (valid for
-    epsilon <= log(1/delta)).
+    epsilon <= log(1/delta)). ``mu`` (GDP, with ``calibration="gdp"``) replaces
+    gdp_mu(epsilon, delta): the budget left when other releases share the same records.
     """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
@@ -125,7 +130,7 @@ def noise_multipliers(
     if not 0.0 < stat_budget < 1.0:
         raise ValueError(f"Expected stat_budget in (0, 1), got {stat_budget!r}.")
     if calibration == "gdp":
-        total = gdp_mu(epsilon, delta) ** 2
+        total = (gdp_mu(epsilon, delta) if mu is None else check_positive("mu", mu)) ** 2
     elif calibration == "zcdp":
         total = 2.0 * zcdp_rho(epsilon, delta)
     elif calibration == "paper":
@@ -205,6 +210,7 @@ def practical_config(
     stat_fraction: float = 1.0 / 21.0,
     stat_queries: int = 20,
     max_kappa: float = 10.0,
+    mu: float | None = None,
 ) -> AMBSSGDConfig:
     """privopt's measured defaults for DP-AMBSSGD (same privacy proof as the paper's).
 
@@ -220,6 +226,9 @@ def practical_config(
     * DP-STAT's search domain B = 4 * target_bound (residuals at w = 0 are bounded by
       target_bound).
 
+    ``mu``: the GDP budget of the rounds when other releases share their records (default
+    gdp_mu(epsilon, delta)).
+
     Raises ``ValueError`` naming the number of rows needed when N is too small.
     """
     n = check_count("n", n, minimum=2)
@@ -231,7 +240,7 @@ def practical_config(
         ("kappa", kappa),
     ):
         check_positive(name, value)
-    alpha_s, alpha_g = noise_multipliers(epsilon, delta, stat_budget, "gdp")
+    alpha_s, alpha_g = noise_multipliers(epsilon, delta, stat_budget, "gdp", mu=mu)
     margin = dp_stat_margin(alpha_s, stat_queries)
 
     def layout(rows: int) -> tuple[int, int, int]:

@@ -39,6 +39,7 @@ from privopt.noise.rng import (
     laplace_noise,
     secure_generator,
 )
+from privopt.noise.selection import exponential_mechanism, gumbel_noise
 from privopt.noise.sensitivity import SensitivityUpperBoundWarning, brute_force_minsep_squared
 from privopt.noise.toeplitz import (
     ToeplitzMechanism,
@@ -98,7 +99,9 @@ __all__ = [
     "custom",
     "cyclic_poisson_event",
     "damped_anti_pgd",
+    "exponential_mechanism",
     "gaussian_noise",
+    "gumbel_noise",
     "honaker_weights",
     "independent",
     "inverse_coefficients",

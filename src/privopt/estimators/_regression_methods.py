@@ -1,0 +1,256 @@
+"""The methods of :class:`~privopt.estimators.DPLinearRegression` on transformed rows.
+
+Each runner takes the transformed rows ``Z`` (centred, standardised, clipped, with the
+intercept column) and targets ``t``, the :class:`~privopt.algorithms.preprocess.LinearBounds`
+that produced them, the GDP budget ``mu`` left for the method (or the estimator's epsilon when
+the method calibrates itself on rows disjoint from the preprocessing), and returns
+``(w, trace, info, reasons)``: ``reasons`` lists what the public utility checks of
+:mod:`privopt.estimators._utility` found (empty for a healthy configuration).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from typing import Any
+
+import numpy as np
+
+from privopt.accounting import gdp_mu
+from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
+from privopt.algorithms.baselines import adassp, dpsgd_linear
+from privopt.algorithms.newton import dp_newton
+from privopt.algorithms.preprocess import private_second_moment
+from privopt.algorithms.quantile_bounds import TARGET_SIGMAS
+from privopt.algorithms.result import FitTrace
+from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, practical_learning_rate
+from privopt.estimators._utility import (
+    NOISE_TO_SIGNAL_LIMIT,
+    PROGRESS_LIMIT,
+    noise_to_signal,
+    optimisation_progress,
+    sgd_noise_ratio,
+)
+
+__all__ = [
+    "ADASSP_SPLIT",
+    "AUTO_GRAM_CONSTANT",
+    "DPSGD_MAX_EPSILON",
+    "choose_method",
+    "run_adassp",
+    "run_ambssgd",
+    "run_dpsgd",
+    "run_newton",
+    "run_ssgd",
+]
+
+#: Shares of mu^2 for AdaSSP's (lambda_min, Z^T Z, Z^T t) releases. Measured on x ~ N(0, I_20),
+#: sigma = 1, N = 200,000, epsilon = 1 (8 seeds): the Gram noise dominates the error, and this
+#: split lowers the median excess risk from 5.2x OLS (equal thirds, Wang 2018) to 4.2x.
+ADASSP_SPLIT = (0.05, 0.6, 0.35)
+#: Work cap (issue 17): DP-SGD is calibrated at min(epsilon, this). Its PLD calibration costs
+#: time and memory growing like epsilon (about 1/sigma^2: 60 s and 0.6 GB at epsilon = 128 on
+#: 3,000 rows, unbounded at 1e9), while the fit stops improving long before: on CCPP with
+#: public bounds the training MSE is flat from epsilon = 8 to 128 (42.0-42.9 at N = 3,000;
+#: 33.3-33.7 at N = 9,568; OLS 20.9 / 20.8), the error being the optimisation's, not the
+#: noise's. A capped fit is (cap, delta)-DP for its DP-SGD part, which is stronger.
+DPSGD_MAX_EPSILON = 16.0
+#: "auto" takes the noisy-Newton method when N mu >= AUTO_GRAM_CONSTANT p^1.5 (p = d + 1), i.e.
+#: when the Gram noise (spectral norm about 2 sqrt(p) R^2 / mu_gram, R^2 about p) stays below
+#: a few times the Gram's smallest scale N (standardised features); DP-SGD otherwise. From the
+#: regression sweep (BENCHMARKS.md).
+AUTO_GRAM_CONSTANT = 0.5
+#: largest p for which "auto" forms the p x p Gram matrix (O(N p^2) time, O(p^2) memory)
+AUTO_MAX_GRAM_DIM = 2000
+
+
+def choose_method(n: int, d: int, epsilon: float, delta: float, intercept: bool = True) -> str:
+    """The default method from public quantities only (N, d, epsilon, delta)."""
+    p = d + int(intercept)
+    mu = gdp_mu(epsilon, delta)
+    if p <= AUTO_MAX_GRAM_DIM and n * mu >= AUTO_GRAM_CONSTANT * p**1.5:
+        return "newton"
+    return "dpsgd"
+
+
+def _gram_reasons(n: int, p: int, row_bound: float, gram_noise_norm: float) -> list[str]:
+    """The Gram noise against the average eigenvalue N R^2 / p of Z^T Z for rows at the bound."""
+    signal = n * row_bound**2 / p
+    if gram_noise_norm >= signal:
+        return [
+            f"the Gram-matrix noise (spectral norm about {gram_noise_norm:.3g}) exceeds its "
+            f"signal (about {signal:.3g} = N R^2 / p), so the solve is mostly ridge"
+        ]
+    return []
+
+
+def _iterate_noise(step_std, eta, curvature, tail, p, bounds) -> list[str]:
+    """Prediction noise left in the tail-averaged iterate against the targets' typical scale
+    (the target bound over TARGET_SIGMAS, about one standard deviation for private bounds)."""
+    signal = bounds.y_radius / TARGET_SIGMAS
+    ratio = sgd_noise_ratio(step_std, eta, curvature, max(tail, 1), p, signal)
+    if ratio > NOISE_TO_SIGNAL_LIMIT:
+        return [
+            f"the noise left in the averaged iterate moves predictions by {ratio:.3g} times "
+            "the targets' scale"
+        ]
+    return []
+
+
+def run_newton(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
+    w, info = dp_newton(
+        Z,
+        t,
+        row_bound=bounds.row_bound,
+        target_bound=bounds.y_radius,
+        mu=mu,
+        rng=rng,
+        ledger=ledger,
+        public_n=n_public,
+    )
+    p = Z.shape[1]
+    reasons = _gram_reasons(Z.shape[0], p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
+    # the last gradient: noise against a sum whose every row carries the clip rho / sqrt(p)
+    last_signal = Z.shape[0] * bounds.row_bound * info["residual_clips"][-1] / math.sqrt(p)
+    ratio = noise_to_signal(info["gradient_stds"][-1], p, last_signal)
+    if ratio > NOISE_TO_SIGNAL_LIMIT:
+        reasons.append(f"the last gradient's noise is {ratio:.3g} times its signal")
+    return w, FitTrace.empty(), info, reasons
+
+
+def run_adassp(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
+    w, info = adassp(
+        Z,
+        t,
+        row_bound=bounds.row_bound,
+        target_bound=bounds.y_radius,
+        mu=mu,
+        rng=rng,
+        ledger=ledger,
+        budget_split=ADASSP_SPLIT,
+    )
+    p = Z.shape[1]
+    reasons = _gram_reasons(Z.shape[0], p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
+    return w, FitTrace.empty(), info, reasons
+
+
+def run_dpsgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
+    w, trace, info = dpsgd_linear(
+        Z,
+        t,
+        row_bound=bounds.row_bound,
+        target_bound=bounds.y_radius,
+        epsilon=min(epsilon, DPSGD_MAX_EPSILON),
+        delta=est.delta,
+        rng=rng,
+        ledger=ledger,
+        public_n=n_public,
+        diagnostics=est.diagnostics,
+    )
+    p = Z.shape[1]
+    steps = int(trace.steps) if trace.steps else 0
+    eta, curvature = info["learning_rate"], bounds.row_bound**2 / p
+    step_std = eta * float(np.median(trace.noise_std)) if steps else math.inf
+    reasons = _iterate_noise(step_std, eta, curvature, steps - steps // 2, p, bounds)
+    progress = optimisation_progress(eta, curvature, steps)
+    if progress < PROGRESS_LIMIT:
+        reasons.append(f"eta * curvature * steps = {progress:.3g} < {PROGRESS_LIMIT:g}")
+    return w, trace, info, reasons
+
+
+def run_ssgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
+    n, p = Z.shape
+    alpha = calibrate_ssgd_noise(epsilon, n, est.delta)
+    eta = practical_learning_rate(bounds.row_bound, p, alpha)
+    w, trace, info = dp_ssgd(
+        Z,
+        t,
+        noise_multiplier=alpha,
+        clip=bounds.row_bound * bounds.y_radius,
+        learning_rate=eta,
+        rng=rng,
+        ledger=ledger,
+        diagnostics=est.diagnostics,
+    )
+    curvature = bounds.row_bound**2 / p
+    step_std = float(trace.noise_std[0])  # 2 eta zeta alpha, the per-step noise on w
+    reasons = _iterate_noise(step_std, eta, curvature, n - n // 2, p, bounds)
+    progress = optimisation_progress(eta, curvature, n)
+    if progress < PROGRESS_LIMIT:
+        reasons.append(
+            f"one pass of N = {n} single-example steps at eta = {eta:.3g} (noise multiplier "
+            f"{alpha:.3g}) travels eta * curvature * N = {progress:.3g} of the way"
+        )
+    return w, trace, info, reasons
+
+
+def run_ambssgd(est, Z, t, bounds, mu, rng, ledger, n_public, moment_mu) -> tuple:
+    """DP-AMBSSGD after a private second moment of the rows (its own share of the budget).
+
+    The moment is released on (a secret subset of) the same rows, so it composes sequentially
+    with the rounds (which compose in parallel with each other): the rounds get
+    ``mu^2 - moment_mu^2``. ||H|| is bias-corrected for the noise (:meth:`SecondMoment.h_norm`
+    is the top eigenvalue of H + E; the spike of a symmetric Gaussian perturbation with entry
+    std s sits at lambda + s^2 p / lambda, which is inverted here when it exceeds the noise edge
+    2 s sqrt(p)).
+    """
+    n, p = Z.shape
+    x_dim = p - 1 if bounds.intercept_scale > 0 else p
+    plain = Z[:, :x_dim]
+    rows = np.sort(rng.choice(n, min(n, 50_000), replace=False))
+    moment = private_second_moment(
+        plain,
+        rows,
+        row_bound=bounds.x_radius,
+        mu=moment_mu,
+        rng=rng,
+        ledger=ledger,
+        partition=None,
+    )
+    entry_std = math.sqrt(2.0) * bounds.x_radius**2 / rows.size / moment_mu
+    edge = 2.0 * entry_std * math.sqrt(x_dim)
+    top = moment.h_norm
+    h_norm = (top + math.sqrt(top**2 - edge**2)) / 2.0 if top > edge else max(edge / 2, 1e-12)
+    trace_h = max(float(np.sum(moment.eigenvalues)), h_norm)
+    if bounds.intercept_scale > 0:
+        scale = math.sqrt(trace_h / x_dim)
+        bounds = dataclasses.replace(bounds, intercept_scale=scale)
+        Z[:, -1] = scale
+    h_norm = max(h_norm, bounds.intercept_scale**2)
+    rest = math.sqrt(max(mu**2 - moment_mu**2, 1e-300))
+    config = practical_config(
+        n,
+        epsilon=est.epsilon,
+        delta=est.delta,
+        mu=rest,
+        row_bound=bounds.row_bound,
+        target_bound=bounds.y_radius,
+        h_norm=h_norm,
+        row_norm_sq=trace_h + 2 * h_norm + bounds.intercept_scale**2,
+        kappa=max(1.0, h_norm / (trace_h / x_dim)),
+    )
+    w, trace, info = dp_ambssgd(Z, t, config, rng=rng, ledger=ledger, diagnostics=est.diagnostics)
+    info = {**info, "h_norm_corrected": h_norm, "_bounds": bounds}
+    progress = optimisation_progress(config.learning_rate, h_norm, config.steps)
+    reasons = []
+    if progress < PROGRESS_LIMIT:
+        reasons.append(f"eta * ||H|| * rounds = {progress:.3g} < {PROGRESS_LIMIT:g}")
+    return w, trace, info, reasons
+
+
+def ssgd_hint() -> str:
+    return "use method='auto' (the default) or 'newton'"
+
+
+def method_fixes(method: str) -> list[str]:
+    """What to try when a method's public checks fail."""
+    fixes = ["more epsilon or more rows"]
+    if method != "newton":
+        fixes.append("method='auto' (noisy Newton where the Gram noise allows it)")
+    fixes.append("public feature_bounds/target_bounds (privopt fit --bounds) if they are tight")
+    return fixes
+
+
+def describe(info: dict[str, Any]) -> dict[str, Any]:
+    """``info`` without the private-release arrays that are not for display."""
+    return {k: v for k, v in info.items() if k not in ("gram", "moment")}
