@@ -404,8 +404,10 @@ def test_fit_with_private_bounds(capsys, tmp_path, regression_csv):
     assert data["epsilon"] <= 1.0 + 1e-9
     labels = {e["label"] for e in data["privacy_report"]["events"]}
     # the private bounds are releases of their own (issue 16: private quantiles)
-    assert any(label.startswith("private ") for label in labels) and "dp-sgd steps" in labels
-    assert data["method"] == "dpsgd"  # the default
+    assert any(label.startswith("private ") for label in labels)
+    # the default (method "auto") chose noisy Newton for this table and says so in model.json
+    assert any(label.startswith("noisy-Newton") for label in labels)
+    assert data["method"] == "newton"
 
 
 def test_reproduce_fig1(capsys, tmp_path):

@@ -90,7 +90,7 @@ def _regression(method: str, **extra: Any) -> Callable[[float, float, int], Any]
 #: Every DPLinearRegression method, by CLI name.
 ESTIMATOR_AUDITS: dict[str, EstimatorAudit] = {
     "regression-adassp": EstimatorAudit(_regression("adassp")),
-    "regression-ambssgd": EstimatorAudit(_regression("ambssgd"), n_records=12000, base="random"),
+    "regression-ambssgd": EstimatorAudit(_regression("ambssgd"), n_records=14000, base="random"),
     "regression-dpsgd": EstimatorAudit(_regression("dpsgd")),
     "regression-ftrl-sigma": EstimatorAudit(_regression("ftrl-sigma"), control_factor=0.01),
     "regression-ssgd": EstimatorAudit(
