@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-regression bench-torch lint typecheck format install clean
+.PHONY: demo test test-all bench bench-regression bench-torch bench-dask lint typecheck format install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -53,6 +53,12 @@ $(OPACUS_VENV)/.installed:
 bench-torch: $(STAMP) $(OPACUS_VENV)/.installed
 	$(BIN)/python benchmarks/torch_bench.py --opacus-python $(OPACUS_VENV)/bin/python \
 		--out benchmarks/torch_results.json
+
+# Out-of-core fits on a 2-worker LocalCluster (issue 19); ROWS=50000000 for the full size
+# (about 8.4 GB of Parquet under /tmp).
+bench-dask: $(STAMP)
+	$(BIN)/python benchmarks/dask_bench.py --rows $(or $(ROWS),5000000) \
+		--out benchmarks/dask_results.json
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

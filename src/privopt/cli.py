@@ -29,6 +29,13 @@ from privopt._cli_common import (
     root_callback,
     run_app,
 )
+from privopt._cli_fit_backend import (
+    BackendOption,
+    DataArgument,
+    SchedulerOption,
+    WorkersOption,
+    load_training_data,
+)
 from privopt._cli_noise import noise_app
 from privopt.audit.cli_audit import audit_app
 
@@ -215,7 +222,7 @@ def account_shuffle(
 
 @app.command("fit")
 def fit(
-    data: Annotated[Path, input_file("Training data (.csv, .csv.gz, .parquet).")],
+    data: Annotated[Path, DataArgument],
     target: Annotated[str, typer.Option("--target", help="Name of the target column.")],
     out: Annotated[Path, typer.Option("--out", help="Where to write the model (JSON).")],
     epsilon: Annotated[float, typer.Option("--epsilon", help="Privacy loss, > 0.")] = 1.0,
@@ -269,16 +276,18 @@ def fit(
         False
     ),
     as_json: JsonFlag = False,
+    backend: BackendOption = "numpy",
+    scheduler: SchedulerOption = None,
+    workers: WorkersOption = None,
 ) -> None:
     """Fit a private linear regression and save it; prints the privacy report."""
-    from privopt.datasets import load_table
     from privopt.estimators import DPLinearRegression
 
     if secure and seed is not None:
         raise ValueError("Give --seed (reproducible noise) or --secure (OS-keyed noise), not both.")
     out = output_file(out, overwrite=overwrite, what="model file")
     names = [c.strip() for c in features.split(",")] if features else None
-    table = load_table(data, target, features=names)
+    table = load_training_data(data, target, names, backend, scheduler, workers)
     feature_bounds, target_bounds = _read_bounds(bounds, table.feature_names, target)
     model = DPLinearRegression(
         epsilon=epsilon,

@@ -35,6 +35,7 @@ from privopt._leak import check_for_leaks
 from privopt.accounting import PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.accounting.budget import Reservation, planned_guarantee
 from privopt.algorithms.preprocess import LinearBounds, check_feature_bounds, public_bounds
+from privopt.distributed import is_dask_input
 from privopt.noise import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
 
 __all__ = [
@@ -209,6 +210,21 @@ def as_generator(random_state: Any, secure_mode: bool = False) -> np.random.Gene
     )
 
 
+def _fit_partitioned(estimator: Any, X: Any, y: Any = None, sample_weight: Any = None) -> Any:
+    """Dask inputs (and :class:`privopt.distributed.PartitionedRows`) go to privopt.distributed
+    (issue 19), which supports DPLinearRegression only."""
+    from privopt.estimators.linear_regression import DPLinearRegression
+
+    if not isinstance(estimator, DPLinearRegression):
+        raise ValueError(
+            f"{type(estimator).__name__} does not accept Dask inputs; DPLinearRegression does "
+            "(methods adassp, dpsgd, newton, auto). Compute the data into memory first."
+        )
+    from privopt.distributed import fit_linear_regression
+
+    return fit_linear_regression(estimator, X, y, sample_weight)
+
+
 def _guarded(fit):
     """Wrap a subclass's ``fit`` with validation, leak checks and the budget (module notes)."""
 
@@ -221,10 +237,15 @@ def _guarded(fit):
         names = None
         if columns is not None and all(isinstance(c, str) for c in columns):
             names = tuple(columns)
-        context = _FitContext(names, _num_samples(X) if hasattr(X, "__len__") else None)
+        dask_input = is_dask_input(X)  # issue 19: len() of a Dask frame would read it all
+        sized = hasattr(X, "__len__") and not dask_input
+        context = _FitContext(names, _num_samples(X) if sized else None)
         token = _CONTEXT.set(context)
         try:
-            out = fit(self, X, *args, **kwargs)
+            if dask_input:
+                out = _fit_partitioned(self, X, *args, **kwargs)
+            else:
+                out = fit(self, X, *args, **kwargs)
         finally:
             _CONTEXT.reset(token)
         if reservation is not None:

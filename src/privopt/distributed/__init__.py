@@ -1,0 +1,57 @@
+"""Dask backend: private linear regression on data partitioned over a cluster (extra ``dask``).
+
+The design in one paragraph (notes: torch_audit_selection_dask.md §4). Tasks compute only
+*exact, deterministic* statistics of their partition (clipped Gram blocks, clipped gradient
+sums, rank counts against a public grid, or the rows of a data-independent subset), which are
+summed along a fixed tree (:func:`privopt.distributed.rows.tree_sum`). The client then records
+the release in the fit's :class:`~privopt.accounting.PrivacyLedger` and adds the noise, drawn by
+:mod:`privopt.noise` on the client only: a task that a worker loss or a retry runs twice
+recomputes the same exact statistic and never draws noise. Which rows go to which release is
+decided on the client from the public N and the secret generator, as functions of *global* row
+indices (the row's position in the ordered concatenation of the partitions), never of the
+partitioning or of the data; so a fit on any partitioning equals the in-memory fit of
+:class:`~privopt.estimators.DPLinearRegression` on the same rows with the same seed, up to the
+order of floating-point sums (tested to 1e-8).
+
+Methods on dask: :data:`DASK_METHODS`. Importing this package does not import dask; the
+submodules do.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "DASK_METHODS",
+    "PartitionedRows",
+    "fit_linear_regression",
+    "is_dask_input",
+    "read_directory",
+]
+
+#: the DPLinearRegression methods that run on Dask ("auto" resolves to one of them)
+DASK_METHODS = ("adassp", "dpsgd", "newton")
+
+
+def is_dask_input(obj: Any) -> bool:
+    """True for a Dask collection (array, dataframe, series) or a :class:`PartitionedRows`,
+    without importing dask."""
+    if getattr(type(obj), "__privopt_partitioned__", False):
+        return True
+    return hasattr(obj, "__dask_graph__") and callable(obj.__dask_graph__)
+
+
+def __getattr__(name: str) -> Any:  # lazy: dask is imported on first use only
+    if name == "PartitionedRows":
+        from privopt.distributed.rows import PartitionedRows
+
+        return PartitionedRows
+    if name == "fit_linear_regression":
+        from privopt.distributed.estimator import fit_linear_regression
+
+        return fit_linear_regression
+    if name == "read_directory":
+        from privopt.distributed.files import read_directory
+
+        return read_directory
+    raise AttributeError(f"module 'privopt.distributed' has no attribute {name!r}")
