@@ -17,7 +17,10 @@ timing is the median of ``--repeats`` means over ``--steps`` steps after warm-up
 ``torch.cuda.synchronize()``. Writes ``torch_gpu_results.json`` into ``$OUT`` (or ``--out``).
 
 Run: ``python benchmarks/gpu/torch_gpu_bench.py`` on the GPU machine (under 5 minutes, no
-network); ``--tiny`` shrinks both models for a CPU smoke test.
+network); ``--tiny`` shrinks both models for a CPU smoke test; ``--model resnet|token`` times
+one model; ``--check`` first compares the device's clipped sums (fp32 and bf16, every
+convolution method) with float64 on the CPU (:mod:`torch_gpu_check`); ``--profile N`` adds the
+top N operators of the private step to the results.
 """
 
 from __future__ import annotations
@@ -35,6 +38,7 @@ import torch
 from torch import nn
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "src"))  # a checkout, uninstalled
+sys.path.insert(1, str(Path(__file__).resolve().parent))  # torch_gpu_check
 
 
 # -- models ---------------------------------------------------------------------------------------
@@ -126,7 +130,22 @@ def _autocast(device, dtype):
     return torch.autocast(device.type, dtype=dtype)
 
 
-def bench_model(name, make, data, loss_fn, *, device, steps, repeats, autocast=None) -> dict:
+def _profile(step, device, rows: int) -> str:
+    """The top ``rows`` operators of three steps by device time (CPU time on a CPU)."""
+    from torch.profiler import ProfilerActivity, profile
+
+    acts = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.type == "cuda" else [])
+    with profile(activities=acts) as prof:
+        for _ in range(3):
+            step()
+        _sync(device)
+    key = "cuda_time_total" if device.type == "cuda" else "self_cpu_time_total"
+    return prof.key_averages().table(sort_by=key, row_limit=rows)
+
+
+def bench_model(
+    name, make, data, loss_fn, *, device, steps, repeats, autocast=None, profile_rows=0
+) -> dict:
     from privopt.noise import optimize_blt
     from privopt.noise.torch_streams import torch_noise_stream
     from privopt.torch import PrivateTrainer
@@ -162,6 +181,9 @@ def bench_model(name, make, data, loss_fn, *, device, steps, repeats, autocast=N
     )  # fmt: skip
     out["privopt_blt"] = _time(trainer.step, steps, repeats, device)
     out["privopt_blt"]["buffers"] = blt.buffers
+    if profile_rows:
+        out["privopt_blt_profile"] = _profile(trainer.step, device, profile_rows)
+        print(out["privopt_blt_profile"], flush=True)
     stream = torch_noise_stream(blt, params, 1.0, key=1, device=device, steps=trainer.steps)
     out["blt_noise"] = _time(stream.next, steps, repeats, device)
     del model, trainer, stream
@@ -214,6 +236,15 @@ def main() -> None:
     parser.add_argument("--tiny", action="store_true", help="small models, for a CPU smoke test")
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument(
+        "--model", choices=["all", "resnet", "token"], default="all", help="which models to time"
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="first check the device paths' accuracy (float64)"
+    )
+    parser.add_argument(
+        "--profile", type=int, default=0, help="also profile the private step: top N operators"
+    )
     parser.add_argument("--out", type=Path, default=Path(os.environ.get("OUT", ".")))
     args = parser.parse_args()
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -235,17 +266,29 @@ def main() -> None:
         "torch": torch.__version__,
         "tiny": args.tiny,
         "tf32_matmul": torch.backends.cuda.matmul.allow_tf32,
+        "tf32_cudnn": torch.backends.cudnn.allow_tf32,
     }
     jobs = [
         ("resnet18_gn_fp32", lambda: resnet18_gn(img[4]), (x_img, y_img), image_loss, None),
         ("token_mlp_fp32", lambda: token_mlp(**tok), (x_tok, y_tok), token_loss, None),
         ("token_mlp_bf16", lambda: token_mlp(**tok), (x_tok, y_tok), token_loss, torch.bfloat16),
     ]
+    jobs = [job for job in jobs if args.model in ("all", job[0].split("_")[0])]
+    if args.check:
+        from torch_gpu_check import check
+
+        try:
+            results["check_max_relative_error"] = check(
+                device, resnet18_gn, token_mlp, image_loss, token_loss
+            )
+        except Exception:
+            results["check_max_relative_error"] = {"error": traceback.format_exc()}
+            print(results["check_max_relative_error"]["error"], flush=True)
     for name, make, data, loss_fn, dtype in jobs:
         try:
             results[name] = bench_model(
                 name, make, data, loss_fn, device=device, steps=args.steps,
-                repeats=args.repeats, autocast=dtype,
+                repeats=args.repeats, autocast=dtype, profile_rows=args.profile,
             )  # fmt: skip
         except Exception:  # keep going: one failure must not lose the other models
             results[name] = {"error": traceback.format_exc()}

@@ -6,7 +6,8 @@ import pytest
 
 torch = pytest.importorskip("torch")
 from privopt.torch import clipped_grad_sum  # noqa: E402
-from privopt.torch._layers import _Conv, _Linear  # noqa: E402
+from privopt.torch._conv import METHODS, ConvRule  # noqa: E402
+from privopt.torch._layers import _Linear  # noqa: E402
 from torch import nn  # noqa: E402
 
 
@@ -105,16 +106,74 @@ def test_convolutions(conv, shape):
     _check(nn.Sequential(conv, nn.Tanh()), _mse, x, torch.randn(out_shape).double())
 
 
-def test_both_conv_paths_are_exercised():
-    # the cost rule T (D + p) <= p D_group picks ghost norms for few output positions
+def _rule(conv, x):
+    g = torch.randn_like(conv(x))
+    return ConvRule(conv, [((x,), {}, g)], dict(conv.named_parameters()), x.shape[0])
+
+
+def test_the_cost_model_picks_each_conv_path():
+    # few output positions: ghost norms (Gram of the padded pixels); many: materialised by
+    # shifted views (stride 1) or one strided unfold (stride 2)
     conv = nn.Conv2d(8, 16, 3, stride=2, padding=1, groups=2).double()
-    x = torch.randn(B, 8, 4, 4).double()
-    g = torch.randn_like(conv(x))
-    assert _Conv(conv, [((x,), {}, g)], dict(conv.named_parameters()), B).ghost
-    conv = nn.Conv2d(2, 3, 2).double()
-    x = torch.randn(B, 2, 8, 8).double()
-    g = torch.randn_like(conv(x))
-    assert not _Conv(conv, [((x,), {}, g)], dict(conv.named_parameters()), B).ghost
+    assert _rule(conv, torch.randn(B, 8, 4, 4).double()).ghost
+    assert _rule(nn.Conv2d(2, 3, 2).double(), torch.randn(B, 2, 8, 8).double()).method == (
+        "mat_shift"
+    )
+    conv = nn.Conv2d(2, 3, 3, stride=2).double()
+    assert _rule(conv, torch.randn(B, 2, 16, 16).double()).method == "mat_unfold"
+    conv = nn.Conv2d(64, 64, 3, padding=1).double()  # ResNet-18 stage 4 at 4x4
+    assert _rule(conv, torch.randn(2, 64, 4, 4).double()).method == "ghost_pixel"
+
+
+@pytest.mark.parametrize("method", METHODS)
+@pytest.mark.parametrize(
+    "conv,shape",
+    [
+        (nn.Conv2d(4, 6, 3, stride=1, padding=1, groups=2), (B, 4, 5, 6)),
+        (nn.Conv2d(3, 4, (2, 3), stride=(2, 1), dilation=(1, 2), padding=(1, 0)), (B, 3, 7, 8)),
+        (nn.Conv2d(2, 3, 3, dilation=2, padding=2, padding_mode="circular"), (B, 2, 6, 5)),
+        (nn.Conv1d(3, 4, 3, padding=1), (B, 3, 9)),
+        (nn.Conv2d(3, 5, 1, stride=2, bias=False), (B, 3, 6, 6)),
+    ],
+)
+def test_every_conv_path_equals_the_loop(method, conv, shape):
+    stride_one = all(s == 1 for s in conv.stride)
+    if method == "mat_shift" and not stride_one:
+        pytest.skip("mat_shift needs stride 1")
+    ConvRule.method_override = method
+    try:
+        x = torch.randn(shape).double()
+        out_shape = conv.double()(x).shape
+        _check(nn.Sequential(conv, nn.Tanh()), _mse, x, torch.randn(out_shape).double())
+    finally:
+        ConvRule.method_override = None
+
+
+@pytest.mark.parametrize("method", ["ghost_unfold", "mat_unfold"])
+def test_conv_called_twice(method):  # the uses' cross terms enter the norm
+    conv = nn.Conv2d(2, 2, 3, padding=1)
+    model = nn.Sequential(conv, nn.Tanh(), conv)
+    ConvRule.method_override = method
+    try:
+        _check(model, _mse, torch.randn(B, 2, 5, 5).double(), torch.randn(B, 2, 5, 5).double())
+    finally:
+        ConvRule.method_override = None
+
+
+def test_conv_called_twice_and_shared_with_another_layer():
+    class Twice(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(2, 2, 3, padding=1)
+            self.other = nn.Conv2d(2, 2, 3, padding=1, bias=False)
+            self.other.weight = self.conv.weight  # tied: per-example gradients summed
+
+        def forward(self, x):
+            y = torch.tanh(self.conv(x))
+            return self.other(torch.tanh(self.conv(y[:, :, ::2, ::2])))
+
+    x = torch.randn(B, 2, 6, 6).double()
+    _check(Twice(), _mse, x, torch.randn(B, 2, 3, 3).double())
 
 
 def test_embedding_layernorm_and_tied_head():
@@ -217,3 +276,40 @@ def test_refusals_name_the_layer_and_the_fix():
         )
     with pytest.raises(ValueError, match="clip_norm"):
         clipped_grad_sum(nn.Linear(3, 1), _mse, torch.randn(2, 3), torch.zeros(2, 1), -1.0)
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_bf16_autocast_runs_every_rule_close_to_float32(method):
+    # under bf16 autocast the layers compute in 8-bit significands (relative rounding 2^-9 per
+    # operation, a few operations deep), so the clipped sums agree with the float32 loop to a
+    # few percent of their largest entry (about 1% measured; a clip 1.5x too large is off by
+    # 7%); the norms themselves are float32 inside the rules
+    torch.manual_seed(1)
+    cnn = nn.Sequential(
+        nn.Conv2d(3, 8, 3, padding=1),
+        nn.GroupNorm(2, 8),
+        nn.ReLU(),
+        nn.Conv2d(8, 8, 3, stride=1 if method == "mat_shift" else 2),
+        nn.Flatten(),
+        nn.LazyLinear(4),
+    )
+    x, y = torch.randn(B, 3, 6, 6), torch.randint(0, 4, (B,))
+    cnn(x)  # materialise the lazy layer
+    tokens = nn.Sequential(
+        nn.Embedding(20, 8), nn.LayerNorm(8), nn.Linear(8, 32), nn.GELU(), nn.Linear(32, 20)
+    )
+    ids, targets = torch.randint(0, 20, (B, 6)), torch.randint(0, 20, (B, 6))
+    ConvRule.method_override = method
+    try:
+        for model, inputs, labels, loss in ((cnn, x, y, _xent), (tokens, ids, targets, _seq_xent)):
+            _, norms = _naive(model, loss, inputs, labels, 1e300)
+            clip = sorted(norms)[len(norms) // 2]
+            expected, _ = _naive(model, loss, inputs, labels, clip)
+            with torch.autocast("cpu", dtype=torch.bfloat16):
+                got = clipped_grad_sum(model, loss, inputs, labels, clip)
+            for name, value in expected.items():
+                assert got[name].dtype == torch.float32
+                scale = float(value.abs().max())
+                assert float((got[name] - value).abs().max()) <= 0.03 * scale, name
+    finally:
+        ConvRule.method_override = None

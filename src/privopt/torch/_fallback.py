@@ -17,7 +17,7 @@ from __future__ import annotations
 from torch.func import functional_call, grad, vmap
 
 import torch
-from privopt.torch._layers import LayerRule
+from privopt.torch._rule import LayerRule
 from torch import nn
 
 __all__ = ["FunctionalRule", "flatten_tensors"]

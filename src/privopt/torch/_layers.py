@@ -14,18 +14,23 @@ layer                 per-example weight gradient and its norm                  
 ====================  ===========================================================  ============
 Linear (T positions)  W_i = g_i^T a_i; ghost ||W_i||^2 = <a_i a_i^T, g_i g_i^T>_F     cheaper of
                       (T = 1: ||a_i||^2 ||g_i||^2; Li et al. 2021, arXiv 2110.05679)  the two
-Conv1d/2d (unfold     W_i = g_i U_i^T with U_i the unfolded input (D x T); ghost    cheaper of
-U_i, T outputs)       <U_i^T U_i, g_i^T g_i>_F (Bu et al. 2022, arXiv 2205.10683)    the two
+Conv1d/2d (unfolded   W_i = g_i U_i^T with U_i the unfolded input (D x T); ghost    cheapest of
+input U_i, T outputs) <U_i^T U_i, g_i^T g_i>_F (Bu et al. 2022, arXiv 2205.10683)    four
+                      (:mod:`privopt.torch._conv`: no F.unfold, Grams of pixels)
 Embedding             ||sum over tokens of g_it per row||^2, grouped by             ghost
-                      (example, row) with ``unique`` (O(B T D))
+                      (example, row) by a sort and segment sums (O(B T D))
 LayerNorm/GroupNorm   gamma_i = sum x_hat_i * g_i, beta_i = sum g_i (B x C)         materialise
+                      (GroupNorm: one batched dot product, no x_hat * g tensor)
 bias                  sum over positions of g_i                                      materialise
 ====================  ===========================================================  ============
 
 Ghost costs T^2 (D + p) multiply-adds per example against T p D for the materialised gradient
 (D inputs, p outputs, T positions); each rule picks the cheaper per layer. Norms are computed in
-float32 (or float64 for float64 models) from the stored tensors; sums use the activations'
-dtype, as the non-private backward would.
+float32 (or float64 for float64 models) from the stored tensors, 16-bit Grams on TF32 tensor
+cores where the products are exact (:func:`privopt.torch._rule.exact_products`); sums use the
+output gradient's dtype, as the non-private backward would. A ghost Linear sum scales the
+narrower of (a, g) by c before the one matmul. Embedding needs no host synchronisation (sort and
+segment sums instead of ``unique``).
 """
 
 from __future__ import annotations
@@ -35,59 +40,16 @@ from typing import Any
 import torch.nn.functional as F
 
 import torch
+from privopt.torch._conv import ConvRule
+from privopt.torch._rule import LayerRule, gram, norm_dtype, scale_rows, where_kept
 from torch import nn
 
 __all__ = ["RULES", "LayerRule"]
 
 
-def _norm_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.promote_types(dtype, torch.float32)
-
-
-def _where_kept(t: torch.Tensor, keep: torch.Tensor | None) -> torch.Tensor:
-    if keep is None:
-        return t
-    return torch.where(keep.view((-1,) + (1,) * (t.dim() - 1)), t, torch.zeros((), dtype=t.dtype))
-
-
-def _scale_rows(t: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
-    return t * c.view((-1,) + (1,) * (t.dim() - 1)).to(t.dtype)
-
-
-class LayerRule:
-    """Base: ``uses`` is a list of (args, kwargs, grad_output) of one module in one step."""
-
-    def __init__(self, module: nn.Module, uses: list, params: dict[str, nn.Parameter], batch: int):
-        self.module = module
-        self.uses = uses
-        self.params = params
-        self.batch = batch
-
-    def squared_norms(self) -> torch.Tensor:
-        per = self.per_example()
-        dtype = _norm_dtype(next(iter(per.values())).dtype)
-        total = torch.zeros(self.batch, dtype=dtype, device=next(iter(per.values())).device)
-        for value in per.values():
-            total += value.to(dtype).pow(2).flatten(1).sum(1)
-        return total
-
-    def per_example(self) -> dict[str, torch.Tensor]:
-        raise NotImplementedError
-
-    def clipped_sums(self, c: torch.Tensor, keep: torch.Tensor | None) -> dict[str, torch.Tensor]:
-        out = {}
-        for name, value in self.per_example().items():
-            value = _where_kept(value, keep)
-            out[name] = torch.einsum("b,b...->...", c.to(value.dtype), value)
-        return out
-
-    def _check_batch(self, t: torch.Tensor) -> None:
-        if t.dim() == 0 or t.shape[0] != self.batch:
-            raise ValueError(
-                f"{type(self.module).__name__} got a tensor of shape {tuple(t.shape)}; "
-                f"privopt.torch needs the batch (of {self.batch} examples) first in every "
-                "layer's input."
-            )
+def _squared(t: torch.Tensor, dims, dtype: torch.dtype) -> torch.Tensor:
+    """Sum of squares over ``dims``, accumulated in ``dtype`` (no converted copy)."""
+    return torch.linalg.vector_norm(t, dim=dims, dtype=dtype).square()
 
 
 class _Linear(LayerRule):
@@ -96,30 +58,31 @@ class _Linear(LayerRule):
         d, p = module.in_features, module.out_features
         for args, _, _ in uses:
             self._check_batch(args[0])
-        g0 = uses[0][2]
-        self.dtype = g0.dtype
-        self.a = torch.cat([u[0][0].to(self.dtype).reshape(batch, -1, d) for u in uses], 1)
-        self.g = torch.cat([u[2].reshape(batch, -1, p) for u in uses], 1)
+        self.dtype = uses[0][2].dtype
+        a_parts = [u[0][0].to(self.dtype).reshape(batch, -1, d) for u in uses]
+        g_parts = [u[2].reshape(batch, -1, p) for u in uses]
+        self.a = torch.cat(a_parts, 1) if len(a_parts) > 1 else a_parts[0]
+        self.g = torch.cat(g_parts, 1) if len(g_parts) > 1 else g_parts[0]
         t = self.a.shape[1]
         self.ghost = t * (d + p) <= p * d
         self._weight: torch.Tensor | None = None
 
     def squared_norms(self):
-        ndt = _norm_dtype(self.dtype)
+        ndt = norm_dtype(self.dtype)
         total = torch.zeros(self.batch, dtype=ndt, device=self.g.device)
         if "weight" in self.params:
             if self.ghost:
-                a, g = self.a.to(ndt), self.g.to(ndt)
-                if a.shape[1] == 1:
-                    total += a.pow(2).sum((1, 2)) * g.pow(2).sum((1, 2))
+                if self.a.shape[1] == 1:
+                    total += _squared(self.a, (1, 2), ndt) * _squared(self.g, (1, 2), ndt)
                 else:
-                    gram = torch.bmm(a, a.transpose(1, 2)) * torch.bmm(g, g.transpose(1, 2))
-                    total += gram.sum((1, 2)).clamp_min(0)
+                    grams = gram(self.a, ndt) * gram(self.g, ndt)
+                    total += grams.sum((1, 2)).clamp_min(0)
             else:
                 self._weight = torch.bmm(self.g.transpose(1, 2), self.a)
-                total += self._weight.to(ndt).pow(2).sum((1, 2))
+                total += _squared(self._weight, (1, 2), ndt)
         if "bias" in self.params:
-            total += self.g.to(ndt).sum(1).pow(2).sum(1)
+            self._bias = self.g.sum(1, dtype=ndt)  # (B, p), reused by the sum
+            total += _squared(self._bias, 1, ndt)
         return total
 
     def per_example(self):
@@ -132,117 +95,30 @@ class _Linear(LayerRule):
 
     def clipped_sums(self, c, keep):
         out = {}
-        g = _scale_rows(_where_kept(self.g, keep), c)
+        g = where_kept(self.g, keep)
         if "weight" in self.params:
             if self._weight is not None:
-                weight = _where_kept(self._weight, keep)
-                out["weight"] = torch.einsum("b,bpd->pd", c.to(self.dtype), weight)
+                weight = where_kept(self._weight, keep).reshape(self.batch, -1)
+                out["weight"] = torch.matmul(c.to(self.dtype), weight).view(
+                    self.module.weight.shape
+                )
             else:
-                a = _where_kept(self.a, keep)
-                out["weight"] = g.flatten(0, 1).T @ a.flatten(0, 1)
+                a = where_kept(self.a, keep)
+                if a.shape[2] <= g.shape[2]:  # scale the narrower side by c
+                    a = scale_rows(a, c)
+                    out["weight"] = g.flatten(0, 1).T @ a.flatten(0, 1)
+                else:
+                    out["weight"] = scale_rows(g, c).flatten(0, 1).T @ a.flatten(0, 1)
         if "bias" in self.params:
-            out["bias"] = g.sum((0, 1))
-        return out
-
-
-class _Conv(LayerRule):
-    """Conv1d and Conv2d (Conv1d as a 2-D convolution of height 1)."""
-
-    def __init__(self, module, uses, params, batch):
-        super().__init__(module, uses, params, batch)
-        self.one_d = isinstance(module, nn.Conv1d)
-        m = module
-        pair = (lambda v: (1, v[0])) if self.one_d else (lambda v: tuple(v))
-        self.kernel, self.stride, self.dilation = (
-            pair(m.kernel_size),
-            pair(m.stride),
-            pair(m.dilation),
-        )
-        self.groups = m.groups
-        self.dtype = uses[0][2].dtype
-        explicit = m.padding_mode != "zeros" or isinstance(m.padding, str)
-        self.padding = (0, 0) if explicit else ((0, m.padding[0]) if self.one_d else m.padding)
-        self.inputs, self.grads = [], []
-        for args, _, g in uses:
-            a = args[0]
-            self._check_batch(a)
-            a = a.to(self.dtype)
-            if explicit:
-                mode = "constant" if m.padding_mode == "zeros" else m.padding_mode
-                a = F.pad(a, m._reversed_padding_repeated_twice, mode=mode)
-            if self.one_d:
-                a, g = a.unsqueeze(2), g.unsqueeze(2)
-            self.inputs.append(a)
-            self.grads.append(g)
-        c_out = m.out_channels
-        d_group = m.in_channels // self.groups * self.kernel[0] * self.kernel[1]
-        t = sum(g.shape[2] * g.shape[3] for g in self.grads)
-        self.ghost = t * (d_group * self.groups + c_out) <= c_out * d_group
-        self._weight: torch.Tensor | None = None
-
-    def _unfolded(self) -> tuple[torch.Tensor, torch.Tensor]:
-        """(U, g) grouped: (B, G, D_g, T) and (B, G, p_g, T), uses concatenated along T."""
-        us, gs = [], []
-        for a, g in zip(self.inputs, self.grads, strict=True):
-            u = F.unfold(a, self.kernel, self.dilation, self.padding, self.stride)
-            us.append(u.view(self.batch, self.groups, -1, u.shape[-1]))
-            gs.append(g.reshape(self.batch, self.groups, -1, g.shape[2] * g.shape[3]))
-        return torch.cat(us, 3), torch.cat(gs, 3)
-
-    def _materialise(self) -> torch.Tensor:
-        u, g = self._unfolded()
-        w = torch.einsum("bgpt,bgdt->bgpd", g, u)
-        return w.reshape((self.batch, *self.module.weight.shape))
-
-    def squared_norms(self):
-        ndt = _norm_dtype(self.dtype)
-        total = torch.zeros(self.batch, dtype=ndt, device=self.grads[0].device)
-        if "weight" in self.params:
-            if self.ghost:
-                u, g = (x.to(ndt) for x in self._unfolded())
-                gram = torch.einsum("bgdt,bgds->bgts", u, u) * torch.einsum("bgpt,bgps->bgts", g, g)
-                total += gram.sum((1, 2, 3)).clamp_min(0)
-            else:
-                self._weight = self._materialise()
-                total += self._weight.to(ndt).pow(2).flatten(1).sum(1)
-        if "bias" in self.params:
-            total += self._bias().to(ndt).pow(2).sum(1)
-        return total
-
-    def _bias(self) -> torch.Tensor:
-        return sum(g.sum((2, 3)) for g in self.grads)
-
-    def per_example(self):
-        out = {}
-        if "weight" in self.params:
-            out["weight"] = self._materialise()
-        if "bias" in self.params:
-            out["bias"] = self._bias()
-        return out
-
-    def clipped_sums(self, c, keep):
-        out = {}
-        grads = [_scale_rows(_where_kept(g, keep), c) for g in self.grads]
-        if "weight" in self.params:
-            if self._weight is not None:
-                weight = _where_kept(self._weight, keep)
-                out["weight"] = torch.einsum("b,b...->...", c.to(self.dtype), weight)
-            else:
-                shape = self.module.weight.shape
-                shape2 = (shape[0], shape[1], 1, shape[2]) if self.one_d else shape
-                total = 0
-                for a, g in zip(self.inputs, grads, strict=True):
-                    a = _where_kept(a, keep)
-                    total = total + torch.nn.grad.conv2d_weight(
-                        a, shape2, g, self.stride, self.padding, self.dilation, self.groups
-                    )
-                out["weight"] = total.reshape(shape)
-        if "bias" in self.params:
-            out["bias"] = sum(g.sum((0, 2, 3)) for g in grads)
+            bias = getattr(self, "_bias", None)
+            bias = self.g.sum(1, dtype=norm_dtype(self.dtype)) if bias is None else bias
+            out["bias"] = c.to(bias.dtype) @ where_kept(bias, keep)
         return out
 
 
 class _Embedding(LayerRule):
+    """Per example, the gradient of row v is the sum of g over the example's tokens with id v."""
+
     def __init__(self, module, uses, params, batch):
         super().__init__(module, uses, params, batch)
         dim = module.embedding_dim
@@ -250,22 +126,31 @@ class _Embedding(LayerRule):
             self._check_batch(args[0])
         ids = torch.cat([u[0][0].reshape(batch, -1) for u in uses], 1)
         g = torch.cat([u[2].reshape(batch, -1, dim) for u in uses], 1)
-        example = torch.arange(batch, device=ids.device)[:, None].expand_as(ids)
-        valid = torch.ones_like(ids, dtype=torch.bool)
-        if module.padding_idx is not None:
-            valid = ids != module.padding_idx
-        self.ids, self.example = ids[valid], example[valid]
-        self.g = g[valid]  # (tokens, D)
+        self.example = torch.arange(batch, device=ids.device)[:, None].expand_as(ids).reshape(-1)
+        self.ids = ids.reshape(-1)
+        g = g.reshape(-1, dim)
+        if module.padding_idx is not None:  # the padding row gets no gradient
+            g = torch.where(
+                (self.ids != module.padding_idx)[:, None], g, torch.zeros((), dtype=g.dtype)
+            )
+        self.g = g  # (tokens, D)
         self.dtype = g.dtype
 
     def squared_norms(self):
-        ndt = _norm_dtype(self.dtype)
+        ndt = norm_dtype(self.dtype)
+        n = self.ids.shape[0]
         keys = self.example * self.module.num_embeddings + self.ids
-        unique, inverse = torch.unique(keys, return_inverse=True)
-        rows = torch.zeros(unique.shape[0], self.g.shape[1], dtype=ndt, device=self.g.device)
-        rows.index_add_(0, inverse, self.g.to(ndt))
+        ordered, order = torch.sort(keys)
+        new = torch.ones(n, dtype=torch.long, device=keys.device)
+        new[1:] = (ordered[1:] != ordered[:-1]).long()
+        segment = torch.cumsum(new, 0) - 1  # (example, row) segment of each sorted token
+        of_token = torch.empty_like(segment).scatter_(0, order, segment)
+        rows = torch.zeros(n, self.g.shape[1], dtype=ndt, device=self.g.device)
+        rows.index_add_(0, of_token, self.g.to(ndt))
+        owner = torch.zeros(n, dtype=torch.long, device=keys.device)
+        owner.scatter_(0, segment, ordered // self.module.num_embeddings)
         total = torch.zeros(self.batch, dtype=ndt, device=self.g.device)
-        return total.index_add_(0, unique // self.module.num_embeddings, rows.pow(2).sum(1))
+        return total.index_add_(0, owner, _squared(rows, 1, ndt))  # unused segments add 0
 
     def per_example(self):
         w = self.module.weight
@@ -296,14 +181,19 @@ class _Norm(LayerRule):
         for args, _, g in self.uses:
             a = args[0]
             self._check_batch(a)
-            ndt = _norm_dtype(g.dtype)
+            ndt = norm_dtype(g.dtype)
             a, g = a.to(ndt), g.to(ndt)
-            if isinstance(m, nn.GroupNorm):
-                x_hat = F.group_norm(a, m.num_groups, eps=m.eps)
-                dims = tuple(range(2, a.dim()))
-            else:
-                x_hat = F.layer_norm(a, m.normalized_shape, eps=m.eps)
-                dims = tuple(range(1, a.dim() - len(m.normalized_shape)))
+            if isinstance(m, nn.GroupNorm):  # x_hat . g per channel by one batched dot product
+                b, c = a.shape[:2]
+                x_hat = F.group_norm(a, m.num_groups, eps=m.eps).view(b, c, -1)
+                g = g.reshape(b, c, -1)
+                if "weight" in self.params:
+                    weight = weight + torch.einsum("bcs,bcs->bc", x_hat, g)
+                if "bias" in self.params:
+                    bias = bias + g.sum(2)
+                continue
+            x_hat = F.layer_norm(a, m.normalized_shape, eps=m.eps)
+            dims = tuple(range(1, a.dim() - len(m.normalized_shape)))
             if "weight" in self.params:
                 weight = weight + ((x_hat * g).sum(dims) if dims else x_hat * g)
             if "bias" in self.params:
@@ -316,11 +206,11 @@ class _Norm(LayerRule):
         return out
 
 
-#: Module type -> rule (exact type or subclass); anything else uses the torch.func fallback.
+#: Module type -> rule (exact type); anything else uses the torch.func fallback.
 RULES: dict[type, Any] = {
     nn.Linear: _Linear,
-    nn.Conv1d: _Conv,
-    nn.Conv2d: _Conv,
+    nn.Conv1d: ConvRule,
+    nn.Conv2d: ConvRule,
     nn.Embedding: _Embedding,
     nn.LayerNorm: _Norm,
     nn.GroupNorm: _Norm,

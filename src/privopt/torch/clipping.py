@@ -10,10 +10,15 @@ with the norm over **all** trainable parameters (flat clipping), in four passes:
 2. one backward to the module outputs only (``torch.autograd.grad``; the weight gradients of
    the non-private backward are never formed);
 3. per layer, the squared per-example norms from (input, output gradient): ghost norms or a
-   materialised gradient, whichever is cheaper (:mod:`privopt.torch._layers`), or
-   ``torch.func`` for any other layer (:mod:`privopt.torch._fallback`);
+   materialised gradient, whichever is cheaper (:mod:`privopt.torch._layers`,
+   :mod:`privopt.torch._conv`), or ``torch.func`` for any other layer
+   (:mod:`privopt.torch._fallback`);
 4. c_i = min(1, G / (||grad_i|| (1 + guard))), and per parameter the contraction
    ``sum_i c_i grad_i`` from the stored tensors (book-keeping: no second backward).
+
+Steps 3 and 4 run without autograd recording and with autocast off (each rule picks its dtypes:
+float32 norms, sums in the layer's gradient dtype), and without a host synchronisation until
+every contraction is queued (one check that all norms are finite, at the end).
 
 Guarantee: example i contributes ``c_i grad_i`` with ``||c_i grad_i|| <= G``, computed from row
 i of the stored tensors only, so the l2 sensitivity of the sum is G under zero-out neighbours
@@ -151,6 +156,12 @@ class GradientClipper:
         batch = losses.shape[0]
         units = self._assignment()
         grads = self._output_grads(losses, units)
+        # the rules read stored tensors only: no autograd graph, and their own dtypes (autocast
+        # would run the float32 norm matmuls in 16 bits)
+        with torch.no_grad(), torch.autocast(losses.device.type, enabled=False):
+            return self._rules_and_sums(units, grads, batch, clip_norm)
+
+    def _rules_and_sums(self, units, grads, batch: int, clip_norm: float):
         rules = []
         for host, params in units.items():
             module = self._modules[host]
@@ -215,20 +226,30 @@ class GradientClipper:
         norms = squared.sqrt()
         keep = torch.isfinite(norms)
         factor = torch.where(keep, (clip_norm / (norms * (1.0 + guard))).clamp(max=1.0), 0.0)
-        mask = None if bool(keep.all()) else keep
-        sums: dict[str, torch.Tensor] = {}
-        for rule in rules:
-            if getattr(rule, "shared", False):
-                pieces = {
-                    k: v for k, v in rule.per_example().items() if counts[id(rule.params[k])] == 1
-                }
-                pieces = {k: _contract(factor, v, mask) for k, v in pieces.items()}
-            else:
-                pieces = rule.clipped_sums(factor, mask)
-            for local, value in pieces.items():
-                sums[self.names[id(rule.params[local])]] = value
-        for key, value in shared.items():
-            sums[self.names[key]] = _contract(factor, value, mask)
+
+        def contract(mask) -> dict[str, torch.Tensor]:
+            sums: dict[str, torch.Tensor] = {}
+            for rule in rules:
+                if getattr(rule, "shared", False):
+                    pieces = {
+                        k: _contract(factor, v, mask)
+                        for k, v in rule.per_example().items()
+                        if counts[id(rule.params[k])] == 1
+                    }
+                else:
+                    pieces = rule.clipped_sums(factor, mask)
+                for local, value in pieces.items():
+                    sums[self.names[id(rule.params[local])]] = value
+            for key, value in shared.items():
+                sums[self.names[key]] = _contract(factor, value, mask)
+            return sums
+
+        # all examples finite (the usual case): no masks, and the one host synchronisation comes
+        # after every contraction is queued; otherwise the contractions again with the rows of
+        # the non-finite examples zeroed (0 * nan would spread)
+        sums = contract(None)
+        if not bool(keep.all()):
+            sums = contract(keep)
         return {
             name: sums[name].to(p.dtype) if name in sums else torch.zeros_like(p)
             for name, p in self.model.named_parameters()
