@@ -20,16 +20,23 @@ from __future__ import annotations
 
 import functools
 import math
+from dataclasses import dataclass
 
 import numpy as np
 
 from privopt._validate import check_count, check_design, check_positive, check_probability
 from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, shuffled_gaussian_guarantee
 from privopt.accounting._search import feasible_boundary
-from privopt.algorithms.result import FitTrace, release_diagnostics
-from privopt.noise.rng import gaussian_noise
+from privopt.algorithms.result import FitTrace
+from privopt.training import SGD, FixedBatches, TrainingPlan, execute, shuffled_pass
 
-__all__ = ["calibrate_ssgd_noise", "dp_ssgd", "max_ssgd_epsilon", "practical_learning_rate"]
+__all__ = [
+    "ShuffleAnalysis",
+    "calibrate_ssgd_noise",
+    "dp_ssgd",
+    "max_ssgd_epsilon",
+    "practical_learning_rate",
+]
 
 #: noise multipliers above this are treated as "no usable amplification regime"
 _MAX_ALPHA = 1e6
@@ -101,6 +108,26 @@ def practical_learning_rate(row_bound: float, dim: int, noise_multiplier: float)
     return min(1.0 / (2.0 * r2), 1.0 / (r2 * check_count("dim", dim) * alpha**2))
 
 
+@dataclass(frozen=True)
+class ShuffleAnalysis:
+    """FMT21 amplification by shuffling as a plan analysis (one shuffled pass, one record per
+    step): each step is a Gaussian local randomizer with noise multiplier alpha = s / 2 on the
+    replace-one sensitivity 2G (the plan's noise std is s G), recorded as
+    ``ShuffledGaussianEvent(alpha, N)``; built from the plan's own fields."""
+
+    def event(self, plan: TrainingPlan, multiplier: float) -> ShuffledGaussianEvent:
+        batches = plan.batches
+        if (
+            not isinstance(batches, FixedBatches)
+            or batches.rows_per_step != 1
+            or batches.epochs != 1
+        ):
+            raise ValueError("The shuffling analysis covers one shuffled pass of single records.")
+        return ShuffledGaussianEvent(
+            multiplier / 2.0, plan.num_records, label="shuffled single-example steps"
+        )
+
+
 def dp_ssgd(
     Z: np.ndarray,
     t: np.ndarray,
@@ -115,12 +142,17 @@ def dp_ssgd(
 ) -> tuple[np.ndarray, FitTrace, dict]:
     """Run DP-SSGD on bounded data; record the shuffled pass in ``ledger`` (replace-one).
 
-    ``partition`` names the records this pass touches (all of ``Z``), so that releases on other,
-    disjoint records (private preprocessing) compose in parallel with it.
+    Algorithm 1 on the training core: a plan of one shuffled pass of single records
+    (``shuffled_pass(1)``), clip zeta, noise std 2 zeta alpha on each clipped gradient (the
+    plan's multiplier 2 alpha), SGD at ``learning_rate`` and the tail average, accounted by
+    :class:`ShuffleAnalysis`. ``partition`` names the records this pass touches (all of ``Z``),
+    so that releases on other, disjoint records (private preprocessing) compose in parallel
+    with it.
 
     The trace summarises the N steps in chunks of about N/100 steps (one entry per chunk) so that
-    it stays small: clip threshold, per-step noise std, and (only with ``diagnostics=True``, a
-    non-private release recorded in the report) the fraction clipped in the chunk.
+    it stays small: clip threshold, per-step noise std on w (2 eta zeta alpha), and (only with
+    ``diagnostics=True``, a non-private release recorded in the report) the fraction clipped in
+    the chunk.
     """
     if ledger.neighbouring.value not in ("replace-one", "zero-out"):
         raise ValueError(
@@ -131,39 +163,35 @@ def dp_ssgd(
     zeta = check_positive("clip", clip)
     eta = check_positive("learning_rate", learning_rate)
     Z, t = check_design(Z, t, "Z", "t")
-    n, p = Z.shape
+    n = Z.shape[0]
     check_count("N", n, minimum=2)
-    order = rng.permutation(n)  # secret
-    std = 2.0 * eta * zeta * alpha
-    w = np.zeros(p)
-    tail_sum = np.zeros(p)
-    tail_start = n // 2
-    clipped = np.zeros(n, dtype=bool)
-    block = 4096  # noise is drawn in blocks: O(block * p) memory
-    for start in range(0, n, block):
-        noise = gaussian_noise(rng, std, (min(block, n - start), p))
-        for offset, i in enumerate(order[start : start + block]):
-            z = Z[i]
-            r = float(z @ w) - t[i]
-            norm = abs(r) * math.sqrt(float(z @ z))
-            factor = 1.0
-            if norm > zeta:
-                factor = zeta / norm
-                if factor * norm > zeta:  # never let rounding exceed the clip
-                    factor = math.nextafter(factor, 0.0)
-                clipped[start + offset] = True
-            w = w - (eta * r * factor) * z - noise[offset]
-            if start + offset >= tail_start:
-                tail_sum += w
-    ledger.record(
-        ShuffledGaussianEvent(alpha, n, label="shuffled single-example steps"), partition=partition
+    plan = TrainingPlan(
+        n,
+        shuffled_pass(1),  # a secret permutation, one record per step
+        zeta,
+        noise_multiplier=2.0 * alpha,
+        neighbouring=ledger.neighbouring,
+        analysis=ShuffleAnalysis(),
+        label="shuffled single-example steps",
+    )
+    w, steps_trace, info = execute(
+        plan,
+        "linear",
+        SGD(eta),
+        Z,
+        t,
+        rng=rng,
+        averaging="tail",
+        ledger=ledger,
+        partition=partition,
+        diagnostics=diagnostics,  # the per-step flags: warned and disclosed there if asked
     )
     chunks = np.array_split(np.arange(n), min(100, n))
+    flags = steps_trace.clip_fraction
     trace = FitTrace(
         clip_threshold=np.full(len(chunks), zeta),
-        clip_fraction=np.array([clipped[c].mean() for c in chunks]),
-        noise_std=np.full(len(chunks), std),
+        clip_fraction=None if flags is None else np.array([flags[c].mean() for c in chunks]),
+        noise_std=np.full(len(chunks), 2.0 * eta * zeta * alpha),  # eta times the plan's std
     )
     info = {"noise_multiplier": alpha, "clip": zeta, "learning_rate": eta, "steps": n}
-    trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
-    return tail_sum / (n - tail_start), trace, info
+    return w, trace, info

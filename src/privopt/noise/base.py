@@ -114,30 +114,62 @@ class NoiseSource(ABC):
 
 
 class SeededNoiseSource(NoiseSource):
-    """Counter-based source: source ``(a, b)`` is Philox(key=seed, counter=(0, 0, a, b)).
+    """Counter-based source: sources come in blocks of K consecutive indices.
 
-    The low counter words advance while a vector is drawn, the high words name the source, so two
-    sources never overlap (until 2^128 draws per source).
+    Source ``(a, b)`` is row ``b mod K`` of the (K, dim) standard-normal block drawn from
+    Philox(key=seed, counter=(0, 0, a, b // K)), with K = min(1024, max(1, 2^14 // dim)) (a
+    block is at most 128 KB; K = 1 for models of 16,384 parameters or more). The low counter
+    words advance while a block is drawn and the high words name it, so no two sources overlap
+    (until 2^128 draws per block), and every source is a pure function of (seed, index, dim).
+    Streams visit consecutive indices, so one generator re-key serves K steps (the re-key costs
+    more than drawing a small vector); recent blocks are kept in a small cache.
     """
+
+    #: largest block (floats) and number of cached blocks
+    BLOCK_FLOATS = 2**14
+    CACHED_BLOCKS = 64
 
     def __init__(self, seed: int) -> None:
         seed = int(seed)
         if not 0 <= seed < 2**128:
             raise ValueError(f"Expected seed in [0, 2^128), got {seed}.")
         self.seed = seed
-        # One bit generator, re-pointed at each source's counter: bit-identical to a fresh
-        # Philox(key=seed, counter=(0, 0, a, b)) per draw, about 5x cheaper per call.
+        # One bit generator, re-pointed at each block's counter: bit-identical to a fresh
+        # Philox(key=seed, counter=(0, 0, a, B)) per block, about 5x cheaper per call.
         self._bitgen = np.random.Philox(key=seed)
         self._generator = np.random.Generator(self._bitgen)
         self._state = self._bitgen.state
+        self._blocks: dict[tuple[int, int, int], np.ndarray] = {}
+        self._last: tuple[tuple[int, int, int], np.ndarray] | None = None  # the hot block
+
+    @classmethod
+    def block_rows(cls, dim: int) -> int:
+        """K, the number of consecutive sources drawn together at dimension ``dim``."""
+        return min(1024, max(1, cls.BLOCK_FLOATS // max(1, int(dim))))
+
+    def _block(self, a: int, block: int, rows: int, dim: int) -> np.ndarray:
+        key = (a, block, dim)
+        cached = self._blocks.pop(key, None)
+        if cached is None:
+            state = self._state
+            state["state"]["counter"][:] = (0, 0, a, block)
+            state["buffer_pos"] = 4  # empty output buffer, no cached 32-bit half
+            state["has_uint32"] = 0
+            self._bitgen.state = state
+            cached = self._generator.standard_normal((rows, dim))
+            if len(self._blocks) >= self.CACHED_BLOCKS:
+                del self._blocks[next(iter(self._blocks))]  # least recently used
+        self._blocks[key] = cached  # most recently used last
+        return cached
 
     def draw(self, index: tuple[int, int], dim: int) -> np.ndarray:
-        state = self._state
-        state["state"]["counter"][:] = (0, 0, index[0], index[1])
-        state["buffer_pos"] = 4  # empty output buffer, no cached 32-bit half
-        state["has_uint32"] = 0
-        self._bitgen.state = state
-        return self._generator.standard_normal(dim)
+        rows = self.block_rows(dim)
+        block, row = divmod(int(index[1]), rows)
+        key = (int(index[0]), block, dim)
+        last = self._last
+        if last is None or last[0] != key:  # a stream's consecutive steps share one block
+            last = self._last = (key, self._block(key[0], block, rows, dim))
+        return last[1][row].copy()
 
 
 class ImpulseSource(NoiseSource):

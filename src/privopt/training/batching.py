@@ -221,8 +221,8 @@ class FixedBatches(BatchStrategy):
     def batches(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
         """The S secret batches (sorted indices), drawn once."""
         order = rng.permutation(n)
-        b = self.batch_size
-        return [np.sort(order[i * b : (i + 1) * b]) for i in range(self.per_epoch(n))]
+        b, per_epoch = self.batch_size, self.per_epoch(n)
+        return list(np.sort(order[: per_epoch * b].reshape(per_epoch, b), axis=1))
 
     def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
         batches = self.batches(n, rng)  # the permutation is drawn now, before any noise key
