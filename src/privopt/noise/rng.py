@@ -25,6 +25,7 @@ import numpy as np
 __all__ = [
     "SECRET_SEED_ASSUMPTION",
     "SECURE_ASSUMPTION",
+    "derived_seed",
     "gaussian_noise",
     "laplace_noise",
     "secure_generator",
@@ -81,3 +82,10 @@ def laplace_noise(
     if size is None:
         return float(rng.laplace(0.0, scale))
     return rng.laplace(0.0, scale, size=size)
+
+
+def derived_seed(seed: int, purpose: str) -> int:
+    """A second 128-bit key from a secret seed (SeedSequence of the seed and ``purpose``), for a
+    stream that must not share its noise sources with the seed's own stream."""
+    words = np.random.SeedSequence([int(seed), *purpose.encode()]).generate_state(4, np.uint32)
+    return int.from_bytes(np.asarray(words, dtype="<u4").tobytes(), "little")

@@ -226,6 +226,9 @@ class GradientClipper:
         norms = squared.sqrt()
         keep = torch.isfinite(norms)
         factor = torch.where(keep, (clip_norm / (norms * (1.0 + guard))).clamp(max=1.0), 0.0)
+        # examples left unclipped (factor 1), for adaptive clipping's count: a device tensor,
+        # read (one host sync) only by a trainer that releases the noisy count
+        self.last_unclipped = (keep & (factor >= 1.0)).sum()
 
         def contract(mask) -> dict[str, torch.Tensor]:
             sums: dict[str, torch.Tensor] = {}

@@ -35,6 +35,7 @@ only with ``diagnostics=True``, which warns and is recorded as a non-private rel
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import math
 import secrets
 import warnings
@@ -47,7 +48,8 @@ import numpy as np
 import torch
 from privopt._validate import check_positive, check_probability
 from privopt.accounting import GaussianEvent, PoissonSampledGaussianEvent, PrivacyLedger
-from privopt.noise import SECRET_SEED_ASSUMPTION, Participation
+from privopt.noise import SECRET_SEED_ASSUMPTION, Participation, independent
+from privopt.noise.rng import derived_seed
 from privopt.noise.torch_streams import TORCH_NOISE_ASSUMPTION, torch_noise_stream
 from privopt.torch.checkpoint import (
     FORMAT,
@@ -59,7 +61,8 @@ from privopt.torch.checkpoint import (
 from privopt.torch.clipping import GradientClipper
 from privopt.torch.data import as_records
 from privopt.torch.mechanisms import build_plan
-from privopt.training import PoissonSampling, event_epsilon
+from privopt.training import PoissonSampling, QuantileClipping, event_epsilon
+from privopt.training.adaptive import AdaptiveClipController
 from privopt.training.result import NonPrivateDiagnosticsWarning
 from torch import nn
 
@@ -122,6 +125,10 @@ class PrivateTrainer:
         callback: called with a :class:`TrainerStep` after every step.
         ledger: record into this ledger (its relation must match); default a new one.
         diagnostics: also release the per-step private-batch loss (non-private; warns).
+        adaptive_clipping: a :class:`privopt.training.QuantileClipping`: the clip follows a
+            quantile of the per-example norms, learnt from a noisy count released each step,
+            at the same epsilon (``clip_norm`` is the initial clip;
+            :mod:`privopt.training.adaptive` has the argument).
     """
 
     def __init__(
@@ -147,6 +154,7 @@ class PrivateTrainer:
         callback: Callable[[TrainerStep], None] | None = None,
         ledger: PrivacyLedger | None = None,
         diagnostics: bool = False,
+        adaptive_clipping: QuantileClipping | None = None,
     ) -> None:
         self.model, self.optimizer, self.lr_scheduler = model, optimizer, lr_scheduler
         self.records = as_records(dataset)
@@ -164,6 +172,8 @@ class PrivateTrainer:
             clip_norm=clip_norm,
             neighbouring=neighbouring,
         )
+        if adaptive_clipping is not None:
+            plan = dataclasses.replace(plan, adaptive_clipping=adaptive_clipping)
         self.plan = plan.calibrate(self.epsilon, self.delta, accountant)
         self.ledger = PrivacyLedger(self.plan.neighbouring) if ledger is None else ledger
         if self.ledger.neighbouring is not self.plan.neighbouring:
@@ -218,6 +228,12 @@ class PrivateTrainer:
         """The privacy report of the run (the plan's event; every release it makes)."""
         return self.ledger.report(self.delta, self.accountant)
 
+    @property
+    def clip_history(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """With adaptive clipping: (clip in force at each step done, released noisy counts),
+        both public; None otherwise."""
+        return None if self._adaptive is None else self._adaptive.history()
+
     def epsilon_spent(self, steps: int | None = None) -> float:
         """epsilon (at the run's delta) of the first ``steps`` steps (default: those done)."""
         t = self.step_count if steps is None else int(steps)
@@ -250,10 +266,20 @@ class PrivateTrainer:
     def _start(self, batch_key: int, noise_key: int, step: int) -> None:
         self._batch_key, self._noise_key = batch_key, noise_key
         dim = sum(p.numel() for _, p in self._params)
+        plan, self._adaptive = self.plan, None
+        std = plan.noise_std
+        if plan.adaptive_clipping is not None:  # unit-clip gradient noise; the counts' stream
+            std = plan.gradient_noise_multiplier
+            counts = independent().noise_stream(
+                1, plan.count_noise_std, seed=derived_seed(noise_key, "counts")
+            )
+            self._adaptive = AdaptiveClipController(
+                plan.adaptive_clipping, plan.clip_norm, plan.divisor, counts
+            )
         self._stream = torch_noise_stream(
             self.plan.mechanism,
             dim,
-            self.plan.noise_std,
+            std,
             key=noise_key,
             device=self.device,
             dtype=self._noise_dtype,
@@ -277,15 +303,21 @@ class PrivateTrainer:
         indices = next(self._schedule)
         self.model.train()
         losses = None
+        adaptive = self._adaptive
+        clip = self.plan.clip_norm if adaptive is None else adaptive.clip  # kappa_t: public
+        unclipped = 0
         if len(indices):
             inputs, targets = self.records.batch(indices, self.device)
             with self._autocast():
-                sums, losses = self._clipper.clipped_sum(
-                    self.loss_fn, inputs, targets, self.plan.clip_norm
-                )
+                sums, losses = self._clipper.clipped_sum(self.loss_fn, inputs, targets, clip)
+            if adaptive is not None:
+                unclipped = int(self._clipper.last_unclipped)
         else:  # an empty Poisson batch: the step releases noise only
             sums = {n: torch.zeros_like(p) for n, p in self._params}
         noise = self._stream.next()
+        if adaptive is not None:  # unit-clip noise scaled back; then this step's noisy count
+            noise = noise * clip
+            adaptive.observe(self.step_count, unclipped, len(indices))
         divisor, offset = self.plan.divisor, 0
         for name, p in self._params:
             z = noise[offset : offset + p.numel()].view(p.shape)
@@ -339,6 +371,7 @@ class PrivateTrainer:
             "step": self.step_count,
             "batch_key": self._batch_key,
             "noise": self._stream.state(),
+            "adaptive": None if self._adaptive is None else self._adaptive.state(),
             "model": self.model.state_dict(),
             "optimizer": self.optimizer.state_dict(),
             "lr_scheduler": None if self.lr_scheduler is None else self.lr_scheduler.state_dict(),
@@ -361,6 +394,8 @@ class PrivateTrainer:
             self.lr_scheduler.load_state_dict(state["lr_scheduler"])
         self._start(int(state["batch_key"]), int(state["noise"]["key"]), int(state["step"]))
         self._stream.restore(state["noise"])
+        if self._adaptive is not None:
+            self._adaptive.restore(state["adaptive"])
         torch.set_rng_state(state["torch_rng"].cpu())
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])

@@ -169,6 +169,23 @@ class AdaptiveClipController:
         if (step + 1) % self.rule.adopt_every == 0:
             self.clip = self.estimate
 
+    def state(self) -> dict:
+        """A checkpoint of the controller (public values and its count stream's position)."""
+        return {
+            "clip": self.clip,
+            "estimate": self.estimate,
+            "clips": list(self.clips),
+            "released": list(self.released),
+            "counts": self.count_stream.state(),
+        }
+
+    def restore(self, state: dict) -> None:
+        """Resume from :meth:`state` (same rule, initial clip and count stream seed)."""
+        self.clip, self.estimate = float(state["clip"]), float(state["estimate"])
+        self.clips = [float(c) for c in state["clips"]]
+        self.released = [float(r) for r in state["released"]]
+        self.count_stream.restore(state["counts"])
+
     def history(self) -> tuple[np.ndarray, np.ndarray]:
         """(clip in force at each step, released centred counts): both public."""
         return np.asarray(self.clips), np.asarray(self.released)

@@ -24,6 +24,7 @@ import numpy as np
 
 from privopt.accounting import PrivacyBudget, PrivacyLedger
 from privopt.noise import SECRET_SEED_ASSUMPTION, Mechanism, NoiseStream, independent
+from privopt.noise.rng import derived_seed
 from privopt.training.adaptive import AdaptiveClipController
 from privopt.training.averaging import Averager
 from privopt.training.gradients import GradientModel, as_model, parameter_count
@@ -55,12 +56,6 @@ def open_stream(
     """The mechanism's noise stream, keyed by ``noise_seed`` (secret) or from ``rng``."""
     source = {"rng": rng} if noise_seed is None else {"seed": noise_seed}
     return mechanism.noise_stream(dim, std, **source, **(options or {}))
-
-
-def _derived_seed(seed: int, purpose: str) -> int:
-    """A second 128-bit key from a secret seed, for a stream that must not share its sources."""
-    words = np.random.SeedSequence([int(seed), *purpose.encode()]).generate_state(4, np.uint32)
-    return int.from_bytes(np.asarray(words, dtype="<u4").tobytes(), "little")
 
 
 def iterate(
@@ -171,7 +166,7 @@ def execute(
     else:  # unit-clip gradient stream at sigma_g; the counts' own independent stream
         sigma_g = plan.gradient_noise_multiplier
         stream = open_stream(plan.mechanism, p, sigma_g, rng, noise_seed, stream_options)
-        count_seed = None if noise_seed is None else _derived_seed(noise_seed, "counts")
+        count_seed = None if noise_seed is None else derived_seed(noise_seed, "counts")
         counts = open_stream(independent(), 1, plan.count_noise_std, rng, count_seed)
         adaptive = AdaptiveClipController(
             plan.adaptive_clipping, plan.clip_norm, plan.divisor, counts
