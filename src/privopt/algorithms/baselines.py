@@ -45,6 +45,7 @@ __all__ = [
     "DEFAULT_EXPECTED_BATCH",
     "AdaSSPSensitivities",
     "adassp",
+    "adassp_release",
     "adassp_sensitivities",
     "dpsgd_linear",
     "ols",
@@ -215,16 +216,47 @@ def adassp(
     T = check_positive("target_bound", target_bound)
     mu = check_positive("mu", mu)
     _check_private_args(rng, ledger)
-    sens = adassp_sensitivities(R, T, ledger.neighbouring)
 
     # Enforce the public bounds: the sensitivities must not rely on the caller's clipping.
     Z = Z * clip_factors(np.linalg.norm(Z, axis=1), R)[:, None]
     t = np.clip(t, -T, T)
-    d = Z.shape[1]
-    gram = Z.T @ Z
-    gram = (gram + gram.T) / 2.0  # exactly symmetric
-    moment = Z.T @ t
+    return adassp_release(
+        Z.T @ Z,
+        Z.T @ t,
+        row_bound=R,
+        target_bound=T,
+        mu=mu,
+        rng=rng,
+        ledger=ledger,
+        partition=partition,
+        budget_split=budget_split,
+    )
 
+
+def adassp_release(
+    gram: np.ndarray,
+    moment: np.ndarray,
+    *,
+    row_bound: float,
+    target_bound: float,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: Hashable | None,
+    budget_split: tuple[float, float, float] = (1 / 3, 1 / 3, 1 / 3),
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """AdaSSP's three Gaussian releases and solve, from the exact statistics of clipped rows.
+
+    ``gram`` = Z^T Z and ``moment`` = Z^T t of rows clipped to ``row_bound`` and targets to
+    ``target_bound`` (computed in memory by :func:`adassp`, or reduced across partitions by
+    :mod:`privopt.distributed`): the one place where AdaSSP's noise is drawn and recorded (see
+    :func:`adassp` for the mechanism and its mu-GDP guarantee).
+    """
+    sens = adassp_sensitivities(row_bound, target_bound, ledger.neighbouring)
+    gram = np.asarray(gram, dtype=float)
+    gram = (gram + gram.T) / 2.0  # exactly symmetric
+    moment = np.asarray(moment, dtype=float)
+    d = gram.shape[0]
     shares = np.asarray(budget_split, dtype=float)
     if (
         shares.shape != (_ADASSP_RELEASES,)

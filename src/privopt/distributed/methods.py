@@ -40,9 +40,9 @@ from dask import delayed
 
 from privopt.accounting import GaussianEvent, PrivacyLedger
 from privopt.algorithms.baselines import (
-    ADASSP_LOWER_BOUND_SIGMAS,
     ADASSP_RIDGE_Z,
     DEFAULT_EXPECTED_BATCH,
+    adassp_release,
     adassp_sensitivities,
 )
 from privopt.algorithms.newton import (
@@ -66,78 +66,10 @@ from privopt.noise.selection import exponential_mechanism
 from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
 from privopt.training.gradients import GradientModel
 
-__all__ = ["adassp_dask", "adassp_release", "dpsgd_dask", "newton_dask"]
+__all__ = ["adassp_dask", "dpsgd_dask", "newton_dask"]
 
 
 # -- AdaSSP --------------------------------------------------------------------------------------
-def adassp_release(
-    gram: np.ndarray,
-    moment: np.ndarray,
-    *,
-    row_bound: float,
-    target_bound: float,
-    mu: float,
-    rng: np.random.Generator,
-    ledger: PrivacyLedger,
-    partition: Hashable | None,
-    budget_split: tuple[float, float, float],
-) -> tuple[np.ndarray, dict[str, Any]]:
-    """AdaSSP's three Gaussian releases and solve from the exact clipped statistics.
-
-    The same releases, draws and events as :func:`privopt.algorithms.baselines.adassp` after its
-    products (``gram`` = Z^T Z and ``moment`` = Z^T t of rows clipped to ``row_bound`` and
-    targets to ``target_bound``); see that function for the mechanism and its mu-GDP guarantee.
-    """
-    sens = adassp_sensitivities(row_bound, target_bound, ledger.neighbouring)
-    d = gram.shape[0]
-    gram = (gram + gram.T) / 2.0
-    shares = np.asarray(budget_split, dtype=float)
-    if shares.shape != (3,) or np.any(shares <= 0) or not np.all(np.isfinite(shares)):
-        raise ValueError(f"Expected budget_split of three positive shares, got {budget_split!r}.")
-    shares = shares / shares.sum()
-    mu_lam, mu_gram, mu_moment = (mu * math.sqrt(share) for share in shares)
-    std_lam = sens.lambda_min / mu_lam
-    std_gram = sens.gram / mu_gram
-    std_moment = sens.moment / mu_moment
-
-    lam_release = float(np.linalg.eigvalsh(gram)[0]) + gaussian_noise(rng, std_lam)
-    ledger.record(
-        GaussianEvent(sens.lambda_min, std_lam, label="adassp lambda_min(Z^T Z)"),
-        partition=partition,
-    )
-    lam_lower = max(0.0, lam_release - ADASSP_LOWER_BOUND_SIGMAS * std_lam)
-    rows, cols = np.triu_indices(d)
-    noise = np.zeros((d, d))
-    noise[rows, cols] = gaussian_noise(rng, std_gram, rows.size)
-    noise = noise + np.triu(noise, 1).T
-    gram_release = gram + noise
-    ledger.record(
-        GaussianEvent(sens.gram, std_gram, label="adassp upper triangle of Z^T Z"),
-        partition=partition,
-    )
-    moment_release = moment + gaussian_noise(rng, std_moment, d)
-    ledger.record(GaussianEvent(sens.moment, std_moment, label="adassp Z^T t"), partition=partition)
-    ridge = max(0.0, ADASSP_RIDGE_Z * math.sqrt(d) * std_gram - lam_lower)
-    system = gram_release + ridge * np.eye(d)
-    try:
-        w = np.linalg.solve(system, moment_release)
-    except np.linalg.LinAlgError:
-        w = np.linalg.lstsq(system, moment_release, rcond=None)[0]
-    info: dict[str, Any] = {
-        "ridge_lambda": ridge,
-        "lambda_min_std": std_lam,
-        "gram_std": std_gram,
-        "moment_std": std_moment,
-        "sensitivities": sens,
-        "lambda_min_release": lam_release,
-        "lambda_min_lower": lam_lower,
-        "gram": gram_release,
-        "moment": moment_release,
-        "mu": mu,
-    }
-    return w, info
-
-
 def adassp_dask(
     rows: PartitionedRows,
     excluded: np.ndarray,
