@@ -41,7 +41,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -49,10 +49,16 @@ from privopt._validate import check_count, check_positive
 from privopt.accounting import GaussianEvent, PrivacyLedger
 from privopt.algorithms.baselines import ADASSP_RIDGE_Z, adassp_sensitivities
 from privopt.clipping import clip_factors, row_norms
-from privopt.clipping.quantiles import log_grid, private_interval_quantile
+from privopt.clipping.quantiles import log_grid, quantile_from_counts
 from privopt.noise.rng import gaussian_noise
 
-__all__ = ["NEWTON_SHARES", "dp_newton", "newton_shares"]
+__all__ = [
+    "NEWTON_SHARES",
+    "NewtonStatistics",
+    "dp_newton",
+    "newton_release",
+    "newton_shares",
+]
 
 #: default (Gram, first step, later steps) shares of mu^2; measured on x ~ N(0, I_20),
 #: N = 200,000, epsilon = 1 and on the CCPP table (see BENCHMARKS.md, regression sweep)
@@ -129,21 +135,101 @@ def dp_newton(
     R = check_positive("row_bound", row_bound)
     T = check_positive("target_bound", target_bound)
     mu = check_positive("mu", mu)
-    n, p = Z.shape
+    n = Z.shape[0]
     n_public = float(n if public_n is None else check_positive("public_n", public_n))
-    sens = adassp_sensitivities(R, T, ledger.neighbouring)
-    factor = sens.moment / (R * T)  # 2 under replace-one, 1 under zero-out
     norms = row_norms(Z)
     if np.any(norms > R):  # the sensitivities must not rely on the caller's clipping
         Z = Z * clip_factors(norms, R)[:, None]
     t = np.clip(t, -T, T)
-    mus = mu * np.sqrt(newton_shares(steps, shares))
+    statistics = _InMemoryStatistics(Z, t)
+    quantile_n = n_public if n <= QUANTILE_SUBSET else float(QUANTILE_SUBSET)
+    return newton_release(
+        _gram_upper(Z),  # the upper triangle of Z^T Z
+        statistics,
+        row_bound=R,
+        target_bound=T,
+        mu=mu,
+        rng=rng,
+        ledger=ledger,
+        partition=partition,
+        steps=steps,
+        shares=shares,
+        quantile_n=quantile_n,
+    )
 
+
+class NewtonStatistics(Protocol):
+    """The exact statistics the noisy-Newton releases are computed from (in memory, or reduced
+    across partitions by :mod:`privopt.distributed`)."""
+
+    def prepare(self, rng: np.random.Generator) -> None:
+        """Draw any secret choice the statistics need (after the Gram release)."""
+        ...
+
+    def residual_counts(self, w: np.ndarray, grid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(#{|r_i| < c}, #{|r_i| <= c}) for the grid c, r_i = <z_i, w> - t_i (the rows the
+        quantile is taken on)."""
+        ...
+
+    def clipped_gradient(self, w: np.ndarray, rho: float) -> np.ndarray:
+        """sum_i clip(r_i, -rho, rho) z_i over every row."""
+        ...
+
+
+class _InMemoryStatistics:
+    """:class:`NewtonStatistics` of arrays. The quantile is taken on a secret subset of public
+    size QUANTILE_SUBSET when there are more rows: it needs a few thousand ranks of resolution,
+    not a sort of 10^6 rows."""
+
+    def __init__(self, Z: np.ndarray, t: np.ndarray) -> None:
+        self.Z, self.t = Z, t
+        self.subset: np.ndarray | None = None
+
+    def prepare(self, rng):
+        n = self.Z.shape[0]
+        if n > QUANTILE_SUBSET:
+            self.subset = rng.choice(n, QUANTILE_SUBSET, replace=False)
+
+    def residual_counts(self, w, grid):
+        residuals = self.Z @ w - self.t
+        sample = np.sort(np.abs(residuals if self.subset is None else residuals[self.subset]))
+        below = np.searchsorted(sample, grid, side="left")
+        return below, np.searchsorted(sample, grid, side="right")
+
+    def clipped_gradient(self, w, rho):
+        return self.Z.T @ np.clip(self.Z @ w - self.t, -rho, rho)
+
+
+def newton_release(
+    gram_upper: np.ndarray,
+    statistics: NewtonStatistics,
+    *,
+    row_bound: float,
+    target_bound: float,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: Hashable | None,
+    steps: int,
+    shares: tuple[float, float, float],
+    quantile_n: float,
+) -> tuple[np.ndarray, dict[str, Any]]:
+    """The noisy-Newton releases and iteration from exact statistics: the one place where its
+    noise is drawn and its events recorded (:func:`dp_newton` has the mechanism).
+
+    ``gram_upper`` holds Z^T Z (its upper triangle is read) of rows clipped to ``row_bound``
+    with targets clipped to ``target_bound``; ``quantile_n`` is the public number of rows the
+    residual quantile is taken on.
+    """
+    R, T = row_bound, target_bound
+    p = gram_upper.shape[0]
+    sens = adassp_sensitivities(R, T, ledger.neighbouring)
+    factor = sens.moment / (R * T)  # 2 under replace-one, 1 under zero-out
+    mus = mu * np.sqrt(newton_shares(steps, shares))
     std_gram = sens.gram / mus[0]
-    gram = _gram_upper(Z)  # the upper triangle of Z^T Z
     rows, cols = np.triu_indices(p)
     noise = np.zeros((p, p))
-    noise[rows, cols] = gram[rows, cols] + gaussian_noise(rng, std_gram, rows.size)
+    noise[rows, cols] = gram_upper[rows, cols] + gaussian_noise(rng, std_gram, rows.size)
     noisy = noise + np.triu(noise, 1).T
     ledger.record(
         GaussianEvent(sens.gram, std_gram, label="noisy-Newton upper triangle of Z^T Z"),
@@ -153,29 +239,22 @@ def dp_newton(
     values, vectors = np.linalg.eigh(noisy)
     inverse = (vectors / np.maximum(values + ridge, ridge)) @ vectors.T
 
+    statistics.prepare(rng)
     w = np.zeros(p)
     clips, stds = [], []
-    subset = rng.choice(n, QUANTILE_SUBSET, replace=False) if n > QUANTILE_SUBSET else None
     release = 1
     for k in range(steps):
-        residuals = Z @ w - t
         if k == 0:
             rho = T  # w = 0: |r_i| = |t_i| <= T
         else:
             top = R * float(np.linalg.norm(w)) + T  # |<z, w> - t| <= R ||w|| + T: no upward miss
             grid = log_grid(1e-6 * top, top, 1.01)
             grid[-1] = top
-            # on a secret subset of public size (all rows up to QUANTILE_SUBSET): the
-            # quantile needs a few thousand ranks of resolution, not a sort of 10^6 rows
-            sample = np.abs(residuals if n <= QUANTILE_SUBSET else residuals[subset])
-            q = private_interval_quantile(
-                np.sort(sample),
-                RESIDUAL_LEVEL,
-                grid,
-                mu=float(mus[release]),
-                rng=rng,
-                n=n_public if n <= QUANTILE_SUBSET else float(QUANTILE_SUBSET),
-            )
+            below, at_or_below = statistics.residual_counts(w, grid)
+            q = quantile_from_counts(
+                below, at_or_below, RESIDUAL_LEVEL, grid, mu=float(mus[release]), rng=rng,
+                n=quantile_n,
+            )  # fmt: skip
             ledger.record(
                 GaussianEvent(1.0, 1.0 / q.mu, label="noisy-Newton residual quantile (exp. mech.)"),
                 partition=partition,
@@ -183,7 +262,7 @@ def dp_newton(
             release += 1
             rho = min(RESIDUAL_MULTIPLIER * q.value, top)
         std = factor * R * rho / mus[release]
-        gradient = Z.T @ np.clip(residuals, -rho, rho) + gaussian_noise(rng, std, p)
+        gradient = statistics.clipped_gradient(w, rho) + gaussian_noise(rng, std, p)
         ledger.record(
             GaussianEvent(factor * R * rho, std, label=f"noisy-Newton clipped gradient {k}"),
             partition=partition,

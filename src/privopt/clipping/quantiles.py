@@ -48,10 +48,12 @@ __all__ = [
     "QuantileRelease",
     "bounded_range_epsilon",
     "bounded_range_gdp_mu",
+    "counts_quantile_scores",
     "interval_quantile_scores",
     "log_grid",
     "private_interval_quantile",
     "private_quantile",
+    "quantile_from_counts",
     "quantile_scores",
     "signed_log_grid",
     "value_grid",
@@ -192,8 +194,36 @@ def interval_quantile_scores(
     covers). Each count moves by at most 1 between neighbours, so the sensitivity is 1."""
     below = np.searchsorted(sorted_values, grid, side="left")
     at_or_below = np.searchsorted(sorted_values, grid, side="right")
+    return counts_quantile_scores(below, at_or_below, q, n)
+
+
+def counts_quantile_scores(
+    below: np.ndarray, at_or_below: np.ndarray, q: float, n: float
+) -> np.ndarray:
+    """:func:`interval_quantile_scores` from the exact counts (#{v < c}, #{v <= c}) on the grid
+    (summed across partitions by :mod:`privopt.distributed`)."""
     target = q * n
     return -np.maximum(np.maximum(below - target, target - at_or_below), 0.0)
+
+
+def quantile_from_counts(
+    below: np.ndarray,
+    at_or_below: np.ndarray,
+    q: float,
+    grid: np.ndarray,
+    *,
+    mu: float,
+    rng: np.random.Generator,
+    n: float,
+) -> QuantileRelease:
+    """The mu-GDP exponential mechanism on :func:`counts_quantile_scores`: the one place where a
+    private interval quantile is drawn."""
+    if not 0.0 < q < 1.0:
+        raise ValueError(f"Expected q in (0, 1), got {q!r}.")
+    epsilon = bounded_range_epsilon(mu)
+    scores = counts_quantile_scores(below, at_or_below, q, n)
+    index = exponential_mechanism(rng, scores, epsilon, 1.0)
+    return QuantileRelease(float(grid[index]), q, epsilon, bounded_range_gdp_mu(epsilon))
 
 
 def private_interval_quantile(
@@ -207,9 +237,6 @@ def private_interval_quantile(
 ) -> QuantileRelease:
     """:func:`private_quantile` with the atom-aware score :func:`interval_quantile_scores`, for
     values already sorted (the caller sorts each column once)."""
-    if not 0.0 < q < 1.0:
-        raise ValueError(f"Expected q in (0, 1), got {q!r}.")
-    epsilon = bounded_range_epsilon(mu)
-    scores = interval_quantile_scores(sorted_values, grid, q, n)
-    index = exponential_mechanism(rng, scores, epsilon, 1.0)
-    return QuantileRelease(float(grid[index]), q, epsilon, bounded_range_gdp_mu(epsilon))
+    below = np.searchsorted(sorted_values, grid, side="left")
+    at_or_below = np.searchsorted(sorted_values, grid, side="right")
+    return quantile_from_counts(below, at_or_below, q, grid, mu=mu, rng=rng, n=n)

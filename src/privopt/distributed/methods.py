@@ -31,38 +31,22 @@ trip) and the transformed rows fit in the cluster's memory; otherwise AdaSSP or 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Hashable
 from typing import Any
 
 import numpy as np
 from dask import delayed
 
-from privopt.accounting import GaussianEvent, PrivacyLedger
+from privopt.accounting import PrivacyLedger
 from privopt.algorithms.baselines import (
-    ADASSP_RIDGE_Z,
     DEFAULT_EXPECTED_BATCH,
     adassp_release,
-    adassp_sensitivities,
 )
-from privopt.algorithms.newton import (
-    NEWTON_SHARES,
-    RESIDUAL_LEVEL,
-    RESIDUAL_MULTIPLIER,
-    newton_shares,
-)
+from privopt.algorithms.newton import NEWTON_SHARES, newton_release
 from privopt.algorithms.preprocess import LinearBounds
 from privopt.algorithms.result import FitTrace
-from privopt.clipping.quantiles import (
-    QuantileRelease,
-    bounded_range_epsilon,
-    bounded_range_gdp_mu,
-    log_grid,
-)
 from privopt.distributed import statistics as stats
 from privopt.distributed.rows import PartitionedRows, compute, tree_sum
-from privopt.noise.rng import gaussian_noise
-from privopt.noise.selection import exponential_mechanism
 from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
 from privopt.training.gradients import GradientModel
 
@@ -98,15 +82,21 @@ def adassp_dask(
 
 
 # -- noisy Newton --------------------------------------------------------------------------------
-def _interval_quantile(counts, grid, q, n, mu, rng) -> QuantileRelease:
-    """:func:`privopt.clipping.quantiles.private_interval_quantile` from the exact counts
-    (#{v < c}, #{v <= c}) instead of the sorted values: the same scores, the same draw."""
-    below, at_or_below = counts
-    epsilon = bounded_range_epsilon(mu)
-    target = q * n
-    scores = -np.maximum(np.maximum(below - target, target - at_or_below), 0.0)
-    index = exponential_mechanism(rng, scores, epsilon, 1.0)
-    return QuantileRelease(float(grid[index]), q, epsilon, bounded_range_gdp_mu(epsilon))
+class _PartitionedStatistics:
+    """:class:`privopt.algorithms.newton.NewtonStatistics` reduced across partitions: exact
+    rank counts and clipped gradients from the tasks, in a fixed tree order."""
+
+    def __init__(self, rows: PartitionedRows, args: tuple) -> None:
+        self.rows, self.args = rows, args
+
+    def prepare(self, rng: np.random.Generator) -> None:
+        return None  # the quantile is taken on every main row (no subset to draw)
+
+    def residual_counts(self, w, grid):
+        return self.rows.map_reduce(stats.residual_counts, *self.args, w, grid)
+
+    def clipped_gradient(self, w, rho):
+        return self.rows.map_reduce(stats.clipped_residual_gradient, *self.args, w, rho)
 
 
 def newton_dask(
@@ -122,65 +112,24 @@ def newton_dask(
     steps: int = 3,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Noisy Newton (:func:`privopt.algorithms.newton.dp_newton`, default shares) on the main
-    rows: the Gram pass, then per step the residual rank counts and the clipped gradient."""
+    rows: the Gram pass, then per step the residual rank counts and the clipped gradient, all
+    released by :func:`privopt.algorithms.newton.newton_release` on the client."""
     R, T = bounds.row_bound, bounds.y_radius
     args = (excluded, bounds, R, T)
-    sens = adassp_sensitivities(R, T, ledger.neighbouring)
-    factor = sens.moment / (R * T)
-    mus = mu * np.sqrt(newton_shares(steps))
-    std_gram = sens.gram / mus[0]
     gram, _ = rows.map_reduce(stats.gram_moment, *args, "row")
-    p = gram.shape[0]
-    tri_rows, tri_cols = np.triu_indices(p)
-    noise = np.zeros((p, p))
-    noise[tri_rows, tri_cols] = gaussian_noise(rng, std_gram, tri_rows.size)
-    noisy = (gram + gram.T) / 2.0 + noise + np.triu(noise, 1).T
-    ledger.record(
-        GaussianEvent(sens.gram, std_gram, label="noisy-Newton upper triangle of Z^T Z"),
+    return newton_release(
+        (gram + gram.T) / 2.0,
+        _PartitionedStatistics(rows, args),
+        row_bound=R,
+        target_bound=T,
+        mu=mu,
+        rng=rng,
+        ledger=ledger,
         partition=partition,
+        steps=steps,
+        shares=NEWTON_SHARES,
+        quantile_n=public_n,
     )
-    ridge = ADASSP_RIDGE_Z * math.sqrt(p) * std_gram
-    values, vectors = np.linalg.eigh(noisy)
-    inverse = (vectors / np.maximum(values + ridge, ridge)) @ vectors.T
-    w = np.zeros(p)
-    clips, stds = [], []
-    release = 1
-    for k in range(steps):
-        if k == 0:
-            rho = T
-        else:
-            top = R * float(np.linalg.norm(w)) + T
-            grid = log_grid(1e-6 * top, top, 1.01)
-            grid[-1] = top
-            counts = rows.map_reduce(stats.residual_counts, *args, w, grid)
-            q = _interval_quantile(counts, grid, RESIDUAL_LEVEL, public_n, mus[release], rng)
-            ledger.record(
-                GaussianEvent(1.0, 1.0 / q.mu, label="noisy-Newton residual quantile (exp. mech.)"),
-                partition=partition,
-            )
-            release += 1
-            rho = min(RESIDUAL_MULTIPLIER * q.value, top)
-        std = factor * R * rho / mus[release]
-        exact = rows.map_reduce(stats.clipped_residual_gradient, *args, w, rho)
-        gradient = exact + gaussian_noise(rng, std, p)
-        ledger.record(
-            GaussianEvent(factor * R * rho, std, label=f"noisy-Newton clipped gradient {k}"),
-            partition=partition,
-        )
-        release += 1
-        w = w - inverse @ gradient
-        clips.append(rho)
-        stds.append(std)
-    info: dict[str, Any] = {
-        "steps": steps,
-        "gram_std": std_gram,
-        "ridge_lambda": ridge,
-        "residual_clips": clips,
-        "gradient_stds": stds,
-        "shares": tuple(float(s) for s in NEWTON_SHARES),
-        "mu": mu,
-    }
-    return w, info
 
 
 # -- DP-SGD --------------------------------------------------------------------------------------
