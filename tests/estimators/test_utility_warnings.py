@@ -86,3 +86,23 @@ def test_output_noise_reasons_and_the_warning_text():
     with warnings.catch_warnings():
         warnings.simplefilter("error", UtilityWarning)
         warn_if_useless("X", [], ["more epsilon"])
+
+
+def test_classifier_warns_when_the_noise_walk_swamps_the_ball():
+    # issue 16's silent garbage: the squared hinge's gradient bound on the default ball makes
+    # the noise's random walk 5.5 radii (accuracy 0.69 here, the majority class on Adult); the
+    # hinge's stays inside the ball (0.93) and must not warn
+    import warnings
+
+    from privopt import DPLinearClassifier, UtilityWarning
+
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(6000, 5))
+    y = np.where(X @ np.ones(5) + 0.3 * rng.normal(size=6000) > 0, "yes", "no")
+    with pytest.warns(UtilityWarning, match="random walk"):
+        DPLinearClassifier(loss="squared_hinge", epsilon=1.0, delta=1e-6, random_state=0,
+                           feature_bounds=(-4, 4), steps=20_000).fit(X, y)  # fmt: skip
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", UtilityWarning)
+        DPLinearClassifier(loss="hinge", epsilon=1.0, delta=1e-6, random_state=0,
+                           feature_bounds=(-4, 4), steps=20_000).fit(X, y)  # fmt: skip
