@@ -3,7 +3,7 @@
 The paper's regression model (x ~ N(0, I_d), y = <w*, x> + N(0, 1), ||w*|| = 1), squared loss,
 private training on the core with DP-SGD (Poisson sampling, independent noise), nu-DP-FTRL and
 an optimised BLT (fixed batches, 2 epochs, min-separation). For each mechanism and epsilon: the
-excess risk ||w - w*||^2 / 2 (H = I) of the tail-averaged iterate, mean of 5 seeds, for every
+excess risk ||w - w*||^2 / 2 (H = I) of the tail-averaged iterate, mean of 10 seeds, for every
 clip of a public grid and for quantile adaptive clipping (median, Andrew et al.'s constants;
 adopted every step for DP-SGD, every 10 for correlated noise) started 100x below and 100x above
 the best fixed clip. Run: ``python benchmarks/adaptive_clipping.py --out FILE``.
@@ -28,7 +28,7 @@ from privopt.training import (
 
 N, D, BATCH, EPOCHS, LR, DELTA = 20_000, 10, 200, 2, 0.5, 1e-6
 GRID = (0.3, 1.0, 3.0, 10.0, 30.0)
-SEEDS = range(5)
+SEEDS = range(10)
 
 
 def _data(seed):
