@@ -180,13 +180,18 @@ def test_bad_input(kwargs, match):
         LowRankPlusRidgeCovariance(data.public_X, ridge=0.0)
 
 
-def test_designed_sigma_beats_identity_at_d_2000_n_1000_r_2():
+def test_designed_sigma_is_not_worse_than_identity_at_d_2000_n_1000_r_2():
     """The issue's utility check, median over 7 seeds (epsilon = 4, eta = 0.002, public
     residual estimates on 500 fresh rows, M = N public unlabeled rows).
 
-    Measured medians: designed 0.0797, identity 0.0827 (null risk 0.33; the theory's rates tie
-    at r = 2). At epsilon = 1 the medians are 0.148 vs 0.165 at eta = 0.001; eta = 0.003
-    diverges for both (the noise fed back through psi_t = C l_t grows as eta tau C).
+    At r = 2 the theory's rates tie, and so do the measurements: over 20 seeds the paired
+    difference designed - identity is +0.0003 +- 0.0003 (designed better in 9 of 20; at
+    epsilon = 1, eta = 0.001: -0.0001 +- 0.0012 over 16 seeds, 11 of 16). An earlier version
+    asserted a strict win on 7 seeds (0.0797 vs 0.0827), which one noise realisation gave and
+    another (0.0868 vs 0.0866) does not. What holds is non-inferiority: the designed Σ's median
+    is within 5% of the identity's (the 7-seed medians' spread is about 2%), and both are far
+    below the null risk. eta = 0.003 diverges for both (the noise fed back through
+    psi_t = C l_t grows as eta tau C). The designed Σ's gains are in BENCHMARKS.md (N = 2048).
     """
     risks = {"identity": [], "designed": []}
     for seed in range(7):
@@ -212,7 +217,8 @@ def test_designed_sigma_beats_identity_at_d_2000_n_1000_r_2():
                 residual_every=10,
             )
             risks[design].append(data.excess_risk(fit.coef))
-    assert np.median(risks["designed"]) < np.median(risks["identity"]) < data.null_risk
+    designed, identity = np.median(risks["designed"]), np.median(risks["identity"])
+    assert designed < 1.05 * identity and max(designed, identity) < 0.35 * data.null_risk
 
 
 # -- issue 12: thresholds, residual defaults, clipping, diagnostics --------------------------------

@@ -331,7 +331,7 @@ def test_excess_risk_decreases_with_n():
     risks = {}
     for n in (300, 3000):
         values = []
-        for seed in range(3):
+        for seed in range(12):
             X, y = _classification(n, d=d, seed=seed + 10 * n)
             fit = dp_sgd_gradient(
                 X,
@@ -347,7 +347,8 @@ def test_excess_risk_decreases_with_n():
             )
             values.append(loss.mean_value(fit.coef, X_test, y_test))
         risks[n] = np.mean(values)
-    # The best risk in the ball is ~0.35; measured excess ~0.20 at n = 300 and ~0.13 at n = 3000
-    # (3 seeds each; seed-to-seed spread ~0.02).
+    # The best risk in the ball is ~0.35; measured excess over 12 seeds 0.23-0.28 (standard
+    # error 0.03) at n = 300 and 0.12 (0.006) at n = 3000, so the 0.8 factor has 6 standard
+    # errors of margin (3 seeds, the earlier version, left one realisation at 0.93).
     best = loss.mean_value(np.ones(d) * 3.0 / np.sqrt(d), X_test, y_test)
     assert risks[3000] - best < 0.8 * (risks[300] - best)
