@@ -15,14 +15,14 @@ import time
 os.environ.setdefault("OMP_NUM_THREADS", "1")
 os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from privopt.accounting import PrivacyLedger  # noqa: E402
-from privopt.algorithms import dp_ftrl, dp_sgd_gradient  # noqa: E402
-from privopt.algorithms.baselines import dpsgd_linear  # noqa: E402
-from privopt.algorithms.projected_sgd import projected_sgd  # noqa: E402
-from privopt.losses import get_loss  # noqa: E402
-from privopt.noise import independent  # noqa: E402
+from privopt.accounting import PrivacyLedger
+from privopt.algorithms import dp_ftrl, dp_sgd_gradient, dp_ssgd
+from privopt.algorithms.baselines import dpsgd_linear
+from privopt.algorithms.projected_sgd import projected_sgd
+from privopt.losses import get_loss
+from privopt.noise import independent
 
 
 def _cpu(fn, repeats):
@@ -57,6 +57,10 @@ def cases():
         "projected_sgd (DP-SGD-Output's SGD) n=2000 d=20 T=40,000": lambda: projected_sgd(
             Xc, yc, get_loss("hinge"), eta=0.01, steps=40_000, rng=np.random.default_rng(1),
             radius=2.0,
+        ),
+        "dp_ssgd N=1e5 d=20 (one shuffled pass)": lambda: dp_ssgd(
+            X[:100_000], y[:100_000], noise_multiplier=5.0, clip=1.0, learning_rate=0.05,
+            rng=np.random.default_rng(1), ledger=PrivacyLedger("replace-one"),
         ),
         "dp_ftrl epoch logistic N=1e5 d=100 batch 100 B=I": lambda: dp_ftrl(
             Xf, yf, mechanism=independent(), epsilon=1.0, delta=1e-6, clip_norm=1.0,
