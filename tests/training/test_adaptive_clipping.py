@@ -165,3 +165,21 @@ def test_blt_mechanism_is_accepted_by_adaptive_plans():
     plan = TrainingPlan(800, FixedBatches(20), 1.0, mechanism=_blt(), adaptive_clipping=rule)
     assert isinstance(plan.mechanism, BLTMechanism)
     assert plan.calibrate(1.0, DELTA).gradient_noise_multiplier > 0
+
+
+def test_dpsgd_linear_takes_adaptive_clipping():
+    from privopt.algorithms.baselines import dpsgd_linear
+
+    rng = np.random.default_rng(4)
+    Z = rng.normal(size=(20_000, 4)) / 2
+    t = np.clip(Z @ np.full(4, 0.5) + 0.1 * rng.normal(size=20_000), -3, 3)
+    ledger = PrivacyLedger("zero-out")
+    w, trace, info = dpsgd_linear(
+        Z, t, row_bound=4.0, target_bound=3.0, epsilon=2.0, delta=DELTA,
+        rng=np.random.default_rng(0), ledger=ledger, epochs=2, clip_norm=50.0,
+        adaptive_clipping=QuantileClipping(),
+    )  # fmt: skip
+    plan = info["plan"]
+    assert ledger.events == (plan.event(),) and ledger.epsilon(DELTA) <= 2.0
+    assert trace.clip_threshold[0] == 50.0 and trace.clip_threshold[-1] < 5.0
+    assert np.linalg.norm(w - 0.5) < 0.5  # it still learns (non-private OLS: all 0.5)

@@ -37,7 +37,7 @@ from privopt.accounting import (
 from privopt.algorithms.result import FitTrace
 from privopt.clipping import clip_factors
 from privopt.noise.rng import gaussian_noise
-from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
+from privopt.training import SGD, PoissonSampling, QuantileClipping, TrainingPlan, execute
 
 __all__ = [
     "ADASSP_LOWER_BOUND_SIGMAS",
@@ -334,6 +334,7 @@ def dpsgd_linear(
     accountant: str = "pld",
     public_n: float | None = None,
     diagnostics: bool = False,
+    adaptive_clipping: QuantileClipping | None = None,
 ) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
     """Standard DP-SGD (Abadi et al. 2016) for least squares with Poisson sampling.
 
@@ -386,6 +387,9 @@ def dpsgd_linear(
         accountant: "pld" or "rdp", used to calibrate sigma.
         diagnostics: also return the non-private clip fractions (warns; recorded in the report as
             a non-private release, see :func:`privopt.algorithms.result.release_diagnostics`).
+        adaptive_clipping: a :class:`privopt.training.QuantileClipping`: G becomes the initial
+            clip and follows a quantile of the gradient norms at the same epsilon (Andrew et
+            al. 2021; :mod:`privopt.training.adaptive`).
 
     Returns:
         ``(w, trace, info)``: the tail average, a :class:`FitTrace` with one entry per step (clip
@@ -418,7 +422,13 @@ def dpsgd_linear(
     eta = 1.0 / R**2 if learning_rate is None else check_positive("learning_rate", learning_rate)
     # paper config -> plan -> calibrate -> execute (the training core)
     plan = TrainingPlan(
-        n, batches, G, neighbouring="zero-out", public_records=n_public, label="dp-sgd steps"
+        n,
+        batches,
+        G,
+        neighbouring="zero-out",
+        public_records=n_public,
+        label="dp-sgd steps",
+        adaptive_clipping=adaptive_clipping,
     ).calibrate(epsilon, delta, accountant)
     w, trace, info = execute(
         plan,
