@@ -171,7 +171,7 @@ def test_bad_arguments_exit_nonzero_with_one_line(capsys, argv, needle):
 def test_demo_runs(capsys):
     code, out, _ = run(capsys, "demo", "--n-samples", "40000", "--n-features", "5")
     assert code == 0
-    for needle in ("OLS (not private)", "ambssgd", "dpsgd", "adassp", "x OLS"):
+    for needle in ("OLS (not private)", "auto (default", "ambssgd", "dpsgd", "adassp", "x OLS"):
         assert needle in out
 
 
