@@ -90,3 +90,13 @@ def test_monotone_in_rho_and_delta(rho, factor, log_delta):
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+def test_tight_conversion_at_huge_rho_does_not_divide_by_zero():
+    # found by the fuzzer: at rho ~ 6e24 the search reaches alpha - 1 ~ 1e-16, where 1 + (alpha
+    # - 1) rounds to 1; the objective keeps alpha - 1 apart. epsilon ~ rho there (alpha -> 1).
+    from privopt.accounting import zcdp_epsilon
+
+    rho = 6.328390806883524e24
+    epsilon = zcdp_epsilon(rho, 0.5)
+    assert math.isfinite(epsilon) and epsilon == pytest.approx(rho, rel=1e-9)

@@ -48,9 +48,13 @@ def compose_rho(*rhos: float) -> float:
 
 
 def _tight_objective(log_alpha_minus_one: float, rho: float, log_inv_delta: float) -> float:
-    alpha = 1.0 + math.exp(log_alpha_minus_one)
+    # alpha - 1 = exp(x) kept apart from alpha: near alpha = 1 (huge rho) 1 + exp(x) rounds to 1
+    alpha_minus_one = math.exp(log_alpha_minus_one)
+    log_alpha = math.log1p(alpha_minus_one)
     return (
-        rho * alpha + (log_inv_delta - math.log(alpha)) / (alpha - 1.0) + math.log1p(-1.0 / alpha)
+        rho * (1.0 + alpha_minus_one)
+        + (log_inv_delta - log_alpha) / alpha_minus_one
+        + (log_alpha_minus_one - log_alpha)  # log(1 - 1/alpha)
     )
 
 
