@@ -91,17 +91,25 @@ class LinearBounds:
         """l2 bound of a transformed row, the constant column included."""
         return math.hypot(self.x_radius, self.intercept_scale)
 
-    def transform(self, X: np.ndarray, y: np.ndarray | None = None):
+    def transform(self, X: np.ndarray, y: np.ndarray | None = None, rows: np.ndarray | None = None):
         """Centre, clip, and append the intercept column (new arrays; inputs untouched).
 
         One output array is allocated and filled block by block (each block's steps run in
-        cache: at N = 10^6, d = 100 a pass over memory costs more than the arithmetic).
+        cache: at N = 10^6, d = 100 a pass over memory costs more than the arithmetic). ``rows``
+        selects (and orders) the rows to transform, gathered block by block instead of copying
+        ``X[rows]`` first.
         """
         X = np.asarray(X, dtype=float)
-        n, d = X.shape
+        d = X.shape[1]
+        n = X.shape[0] if rows is None else len(rows)
         out = np.empty((n, d + 1 if self.intercept_scale > 0 else d))
         for start in range(0, n, _BLOCK_ROWS):
-            block = X[start : start + _BLOCK_ROWS] - self.x_center
+            source = (
+                X[start : start + _BLOCK_ROWS]
+                if rows is None
+                else X[rows[start : start + _BLOCK_ROWS]]
+            )
+            block = source - self.x_center
             if self.x_scale is not None:
                 block /= self.x_scale
             if math.isfinite(self.x_box):
@@ -117,7 +125,10 @@ class LinearBounds:
         Z = out
         if y is None:
             return Z
-        t = np.clip(np.asarray(y, dtype=float) - self.y_center, -self.y_radius, self.y_radius)
+        y = np.asarray(y, dtype=float)
+        if rows is not None:
+            y = y[rows]
+        t = np.clip(y - self.y_center, -self.y_radius, self.y_radius)
         return Z, t
 
     def to_original(self, w: np.ndarray) -> tuple[np.ndarray, float]:

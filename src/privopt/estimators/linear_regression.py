@@ -263,7 +263,7 @@ private_quantile_bounds`, on a secret subset of at most 20,000 rows). For the Ga
             order = rng.permutation(n)
             rows, main_rows = np.sort(order[:m]), np.sort(order[m:])
             bounds = self._quantile_bounds(X, y, rows, mu, rng, ledger, "preprocess")
-        Z, t = bounds.transform(X[main_rows], y[main_rows])
+        Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
         Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # _base: no-op if None
         w, trace, info, reasons = self._run(
             method, Z, t, bounds, mu_main, epsilon_main, rng, ledger, float(main_rows.size)
