@@ -228,3 +228,15 @@ def test_blocked_history_product_is_exact_and_bit_identical_across_modes(make, b
     resumed.block_rows = block_rows
     resumed.restore(state)
     np.testing.assert_array_equal(resumed.next(), streams["regenerate"].next())
+
+
+@pytest.mark.parametrize("factory", [independent, lambda: nu_dpftrl(0.2)])
+@pytest.mark.parametrize("dim", [3, 20_000])  # many sources per block, and one
+def test_next_many_equals_repeated_next(factory, dim):
+    a = factory().noise_stream(dim, 0.7, seed=5)
+    b = factory().noise_stream(dim, 0.7, seed=5)
+    first = np.stack([a.next() for _ in range(7)])
+    np.testing.assert_array_equal(b.next_many(7), first)  # crosses no block or several
+    np.testing.assert_array_equal(b.next_many(3000 if dim == 3 else 2)[-1], (
+        [a.next() for _ in range(3000 if dim == 3 else 2)][-1]))  # fmt: skip
+    assert a.step == b.step

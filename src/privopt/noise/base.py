@@ -162,6 +162,19 @@ class SeededNoiseSource(NoiseSource):
         self._blocks[key] = cached  # most recently used last
         return cached
 
+    def draw_run(self, index: tuple[int, int], count: int, dim: int) -> np.ndarray:
+        """Sources (a, b), (a, b + 1), ..., (a, b + count - 1) as a (count, dim) array: the
+        same values as ``count`` calls of :meth:`draw`, taken from whole blocks."""
+        a, b = int(index[0]), int(index[1])
+        rows = self.block_rows(dim)
+        parts, end = [], b + count
+        while b < end:
+            block, row = divmod(b, rows)
+            take = min(rows - row, end - b)
+            parts.append(self._block(a, block, rows, dim)[row : row + take])
+            b += take
+        return np.concatenate(parts) if len(parts) > 1 else parts[0].copy()
+
     def draw(self, index: tuple[int, int], dim: int) -> np.ndarray:
         rows = self.block_rows(dim)
         block, row = divmod(int(index[1]), rows)
@@ -233,6 +246,11 @@ class NoiseStream(ABC):
         if self.covariance is not None:
             noise = self.covariance.sqrt_apply(noise)
         return self.std * noise
+
+    def next_many(self, count: int) -> np.ndarray:
+        """The next ``count`` steps' noise as a (count, dim) array (fresh, writable), equal to
+        ``count`` calls of :meth:`next`; streams whose sources allow it draw them at once."""
+        return np.stack([self.next() for _ in range(check_count("count", count))])
 
     def state(self) -> dict[str, Any]:
         """A checkpoint: step counter, seed, and any buffers (restore with :meth:`restore`)."""

@@ -40,6 +40,7 @@ from privopt.noise.base import (
     NoiseSource,
     NoiseStream,
     Participation,
+    SeededNoiseSource,
 )
 from privopt.noise.sensitivity import toeplitz_minsep_squared
 
@@ -263,6 +264,19 @@ class ToeplitzStream(NoiseStream):
         for r in range(rows):
             self._scratch[r] = self.source.draw((0, first + r), self.dim)
         return self._scratch[:rows]
+
+    def next_many(self, count: int) -> np.ndarray:
+        """B = I with a counter-based source: ``count`` consecutive sources at once (the same
+        values as ``count`` calls of :meth:`next`); otherwise step by step."""
+        if (
+            self._identity
+            and self.covariance is None
+            and isinstance(self.source, SeededNoiseSource)
+        ):
+            noise = self.source.draw_run((0, self.step), count, self.dim)
+            self.step += count
+            return self.std * noise
+        return super().next_many(count)
 
     def _combine(self, t: int) -> np.ndarray:
         if self._identity:

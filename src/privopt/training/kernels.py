@@ -32,6 +32,9 @@ from privopt.training.updates import SGD, Projected
 
 __all__ = ["single_row_iterate", "single_row_rule"]
 
+#: steps of noise the kernel takes from its stream at a time (fresh rows, updated in place)
+_NOISE_CHUNK = 256
+
 
 def single_row_rule(model: GradientModel, update: Any) -> tuple[float, float | None] | None:
     """(learning rate, projection radius or None) when the kernel applies, else None.
@@ -83,8 +86,13 @@ def single_row_iterate(
     averager.begin(w)
     total, start, stop = averager.total, averager.start, averager.stop  # inlined averager.add
     largest = 0.0
+    chunk, used = None, 0
     for step, batch in enumerate(schedule):
-        noise = stream.next() if stream is not None else None
+        noise = None
+        if stream is not None:  # the stream's noise, drawn _NOISE_CHUNK steps at a time
+            if chunk is None or used == len(chunk):
+                chunk, used = stream.next_many(min(_NOISE_CHUNK, steps - step)), 0
+            noise, used = chunk[used], used + 1
         if len(batch):
             i = int(batch[0])
             x = X[i]
