@@ -120,6 +120,15 @@ def _frame_pair(xb: Any, yb: Any, where: str, names: tuple[str, ...]):
     return check_block(np.asarray(xb, dtype=np.float64), np.asarray(yb), where, names)
 
 
+#: the target's column in the joined frame of :meth:`PartitionedRows._from_frame`
+_JOINED_TARGET = "__privopt_target__"
+
+
+def _joined_pair(block: Any, where: str, names: tuple[str, ...]):
+    """(X, y) of one partition of the joined frame (features, then the target column)."""
+    return _frame_pair(block.iloc[:, :-1], block.iloc[:, -1], where, names)
+
+
 def _length(part: tuple[np.ndarray, np.ndarray]) -> int:
     return int(part[0].shape[0])
 
@@ -220,9 +229,12 @@ class PartitionedRows:
                 "one dataframe (ddf[features], ddf[target])."
             )
         target = getattr(y, "name", None)
+        # one frame holding both, so that graph optimisation (which may fuse the partitions of a
+        # one-column selection differently from the features') partitions them together
+        joined = X.assign(**{_JOINED_TARGET: y})
         parts = tuple(
-            delayed(_frame_pair, pure=True)(xb, yb, f"partition {p}", (*names, str(target)))
-            for p, (xb, yb) in enumerate(zip(X.to_delayed(), y.to_delayed(), strict=True))
+            delayed(_joined_pair, pure=True)(block, f"partition {p}", (*names, str(target)))
+            for p, block in enumerate(joined.to_delayed())
         )
         rows = cls(parts, np.zeros(len(parts) + 1, dtype=np.int64), len(names), names)
         lengths = rows.lengths()  # one pass: reads and validates every partition
