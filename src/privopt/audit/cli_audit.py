@@ -44,34 +44,16 @@ def audit_selftest(
 
 def _audit(
     algorithm: str,
-    epsilon: Annotated[
-        float | None,
-        typer.Option("--epsilon", help="Claimed epsilon to calibrate to (default 2 core, 1 est.)."),
-    ] = None,
-    delta: Annotated[float, typer.Option("--delta", help="delta of the claim, in (0, 1).")] = 1e-5,
-    runs: Annotated[
-        int | None,
-        typer.Option(
-            "--runs",
-            min=1,
-            help="Core: one-run audits pooled (default 1); estimators: fits per side (200).",
-        ),
-    ] = None,
-    canaries: Annotated[
-        int, typer.Option("--canaries", min=2, help="Gradient canaries per core run.")
-    ] = 1000,
-    confidence: Annotated[
-        float, typer.Option("--confidence", help="Confidence of the bound, in (0, 1).")
-    ] = 0.95,
-    noise_factor: Annotated[
-        float,
-        typer.Option(
-            "--noise-factor", help="Planted bug: scale the noise (e.g. 0.33) keeping the claim."
-        ),
-    ] = 1.0,
-    seed: Annotated[int, typer.Option("--seed", help="Seed of the canaries and runs.")] = 0,
-    as_json: bool = False,
+    epsilon: float | None,
+    delta: float,
+    runs: int | None,
+    canaries: int,
+    confidence: float,
+    noise_factor: float,
+    seed: int,
+    as_json: bool,
 ) -> None:
+    """Run one registered audit and print it (the typer options live on each command)."""
     from privopt.audit.registry import audit_algorithm
 
     result = audit_algorithm(
