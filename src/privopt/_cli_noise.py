@@ -41,6 +41,15 @@ def _participation(min_sep: int | None, participations: int | None) -> noise.Par
     return noise.Participation.multiple(min_sep, participations)  # type: ignore[arg-type]
 
 
+def _with_pattern(
+    result: dict[str, Any], min_sep: int | None, participations: int | None
+) -> dict[str, Any]:
+    """``result`` with the run's min-separation pattern appended (none: single participation)."""
+    if min_sep is not None:
+        result.update(min_sep=min_sep, participations=participations)
+    return result
+
+
 #: default bands of ``noise compare``'s banded rows under single participation
 DEFAULT_SINGLE_BANDS = 32
 
@@ -93,9 +102,7 @@ def noise_tune_nu(
     """nu minimising nu-DP-FTRL's normalised prefix-sum error (data-independent)."""
     choice = noise.tune_nu(steps, min_sep, participations)
     result = {"nu": choice.nu, "loss": choice.loss, "steps": steps}
-    if min_sep is not None:
-        result.update(min_sep=min_sep, participations=participations)
-    _emit("nu tuning", result, as_json)
+    _emit("nu tuning", _with_pattern(result, min_sep, participations), as_json)
 
 
 @noise_app.command("blt")
@@ -144,9 +151,7 @@ def noise_blt(
         "loss_ratio_to_reference": ours / (reference[0] if error == "max" else reference[1]),
         "steps": steps,
     }
-    if min_sep is not None:
-        result.update(min_sep=min_sep, participations=participations)
-    _emit("Optimised BLT", result, as_json)
+    _emit("Optimised BLT", _with_pattern(result, min_sep, participations), as_json)
 
 
 @noise_app.command("compare")
@@ -209,9 +214,8 @@ def noise_compare(
         for name, mech, state in candidates:
             max_loss, mean_loss = mech.prefix_losses(steps, pattern)
             rows[name] = {"max_loss": max_loss, "mean_loss": mean_loss, "state_vectors": state}
-    result: dict[str, Any] = {"steps": steps, "mechanisms": rows}
+    result = _with_pattern({"steps": steps, "mechanisms": rows}, min_sep, participations)
     if min_sep is not None:
-        result.update(min_sep=min_sep, participations=participations)
         result["note"] = "tree sensitivities under min-separation are upper bounds"
     if as_json:
         print(json.dumps(result))

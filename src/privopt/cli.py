@@ -66,11 +66,21 @@ REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
 }
 
 
+#: the options the accounting commands share (a forward command and its calibration mirror)
+TargetEpsilon = Annotated[float, typer.Option("--epsilon", help="Target epsilon, > 0.")]
+Sensitivity = Annotated[float, typer.Option("--sensitivity", help="l2 sensitivity.")]
+Accountant = Annotated[
+    str, typer.Option("--accountant", help="pld (privacy loss distribution) or rdp.")
+]
+SampleRate = Annotated[float, typer.Option("--sample-rate", help="Poisson rate q in (0, 1].")]
+Steps = Annotated[int, typer.Option("--steps", help="Number of steps T >= 1.")]
+
+
 @account_app.command("gaussian")
 def account_gaussian(
     sigma: Annotated[float, typer.Option("--sigma", help="Noise standard deviation.")],
     delta: Delta,
-    sensitivity: Annotated[float, typer.Option("--sensitivity", help="l2 sensitivity.")] = 1.0,
+    sensitivity: Sensitivity = 1.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Exact epsilon of one Gaussian release (Balle & Wang 2018)."""
@@ -89,9 +99,9 @@ def account_gaussian(
 
 @account_app.command("calibrate-gaussian")
 def account_calibrate_gaussian(
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Target epsilon, > 0.")],
+    epsilon: TargetEpsilon,
     delta: Delta,
-    sensitivity: Annotated[float, typer.Option("--sensitivity", help="l2 sensitivity.")] = 1.0,
+    sensitivity: Sensitivity = 1.0,
     as_json: JsonFlag = False,
 ) -> None:
     """Smallest Gaussian noise std for a target (epsilon, delta), exact and rounded up."""
@@ -147,11 +157,9 @@ def account_gdp(
     _emit("Gaussian DP conversion (exact)", result, as_json)
 
 
-Accountant = Annotated[
-    str, typer.Option("--accountant", help="pld (privacy loss distribution) or rdp.")
-]
-SampleRate = Annotated[float, typer.Option("--sample-rate", help="Poisson rate q in (0, 1].")]
-Steps = Annotated[int, typer.Option("--steps", help="Number of steps T >= 1.")]
+def _dpsgd_setting(sample_rate: float, steps: int, delta: float, accountant: str) -> dict:
+    """The public setting that ``account dpsgd`` and ``calibrate-dpsgd`` report alike."""
+    return {"sample_rate": sample_rate, "steps": steps, "delta": delta, "accountant": accountant}
 
 
 @account_app.command("dpsgd")
@@ -168,17 +176,14 @@ def account_dpsgd(
     result = {
         "epsilon": epsilon,
         "sigma": sigma,
-        "sample_rate": sample_rate,
-        "steps": steps,
-        "delta": delta,
-        "accountant": accountant,
+        **_dpsgd_setting(sample_rate, steps, delta, accountant),
     }
     _emit("DP-SGD (Poisson-sampled Gaussian)", result, as_json)
 
 
 @account_app.command("calibrate-dpsgd")
 def account_calibrate_dpsgd(
-    epsilon: Annotated[float, typer.Option("--epsilon", help="Target epsilon, > 0.")],
+    epsilon: TargetEpsilon,
     sample_rate: SampleRate,
     steps: Steps,
     delta: Delta,
@@ -190,10 +195,7 @@ def account_calibrate_dpsgd(
     result = {
         "sigma": sigma,
         "epsilon": epsilon,
-        "sample_rate": sample_rate,
-        "steps": steps,
-        "delta": delta,
-        "accountant": accountant,
+        **_dpsgd_setting(sample_rate, steps, delta, accountant),
     }
     _emit("DP-SGD calibration", result, as_json)
 

@@ -14,7 +14,7 @@ from collections.abc import Callable
 
 from scipy.optimize import brentq
 
-__all__ = ["feasible_boundary"]
+__all__ = ["feasible_boundary", "smallest_feasible_multiplier"]
 
 
 def _expand(g: Callable[[float], float], good: float, bad: float, limit: float) -> float:
@@ -84,3 +84,22 @@ def feasible_boundary(
         if (x - good) * direction > 0:  # passed the known-good point: use it
             return good
     return x
+
+
+def smallest_feasible_multiplier(
+    excess: Callable[[float], float], *, limit_exponent: int, rtol: float
+) -> float:
+    """The smallest noise multiplier (to ``rtol``, verified) with ``excess(sigma) <= 0``.
+
+    ``excess`` (epsilon at sigma minus the target) decreases in sigma. The search doubles sigma
+    from 1 until it is feasible, then bisects the last doubling with :func:`feasible_boundary`;
+    past ``10 ** limit_exponent`` it gives up with a ValueError (the target is unattainable).
+    """
+    good = 1.0
+    while excess(good) > 0:
+        good *= 2.0
+        if good > 10.0**limit_exponent:
+            raise ValueError(
+                f"No noise multiplier below 1e{limit_exponent} reaches the target epsilon."
+            )
+    return feasible_boundary(excess, good=good, bad=good / 2.0, rtol=rtol)

@@ -33,11 +33,11 @@ from privopt.accounting import (
     gaussian_delta,
 )
 from privopt.algorithms.holder_problem import HolderProblem
-from privopt.algorithms.holder_stability import uas_bound
 from privopt.algorithms.projected_sgd import projected_sgd
 from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.losses import LinearLoss
 from privopt.noise.rng import gaussian_noise
+from privopt.theory.holder_stability import uas_bound_for_loss
 
 __all__ = ["dp_sgd_output"]
 
@@ -83,19 +83,18 @@ def dp_sgd_output(
     """
     problem = HolderProblem.build(X, y, loss, epsilon, delta, x_bound, y_bound, radius)
     constants = problem.constants
-    sensitivity = uas_bound(
-        alpha=constants.alpha,
-        L=constants.L,
-        M=constants.M,
-        M0=constants.M0,
+    sensitivity = uas_bound_for_loss(
+        problem.loss,
+        x_bound=problem.x_bound,
+        y_bound=problem.y_bound,
+        radius=radius,
         eta=eta,
         steps=steps,
         n=problem.n,
         failure_probability=delta / 2.0,
-        radius=radius,
         # Any valid sup of the gradient norm may replace the paper's M + L R^alpha (Remark 1);
         # the loss's tight bound (notes/002.md §5) is never larger and often far smaller.
-        gradient_bound=constants.lipschitz,
+        tight=True,
     )
     # Calibrated a relative 1e-9 below the target so that the report's numerically inverted
     # epsilon (at delta minus the failure probability) never exceeds the target.

@@ -43,6 +43,7 @@ from typing import Literal
 import numpy as np
 
 from privopt._validate import check_count, check_finite, check_nonnegative
+from privopt.datasets._common import RegressionSample, check_choice, freeze
 
 __all__ = ["OverparameterisedData", "make_overparameterised_regression", "spectrum_eigenvalues"]
 
@@ -55,14 +56,6 @@ _THETAS = ("powerlaw", "e1", "isotropic")
 _X_LAWS = ("gaussian", "rademacher")
 #: Floor of the exponential spectrum (e^{-i} < 1e-300 for i >= 691).
 EXP_FLOOR = 1e-300
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(
-            f"Expected {name} to be one of {', '.join(map(repr, choices))}, got {value!r}."
-        )
-    return value
 
 
 def _check_rng(rng: object) -> np.random.Generator:
@@ -84,7 +77,7 @@ def spectrum_eigenvalues(
     [1.0, 0.25, 0.1111111111111111]
     """
     d = check_count("n_features", n_features)
-    spectrum = _check_choice("spectrum", spectrum, _SPECTRA)
+    spectrum = check_choice("spectrum", spectrum, _SPECTRA)
     i = np.arange(1, d + 1, dtype=float)
     if spectrum == "exponential":
         if r is not None:
@@ -112,7 +105,7 @@ def _draw_x(rng: np.random.Generator, law: str, n: int, sqrt_eig: np.ndarray) ->
 
 
 @dataclass(frozen=True, eq=False)
-class OverparameterisedData:
+class OverparameterisedData(RegressionSample):
     r"""An over-parameterised regression sample with its exact population oracle (seed 003).
 
     The arrays are read-only, so that the oracle quantities keep describing the sample.
@@ -147,24 +140,9 @@ class OverparameterisedData:
     x_law: str = "gaussian"
 
     @property
-    def n_samples(self) -> int:
-        """N, the number of training rows."""
-        return self.X.shape[0]
-
-    @property
-    def n_features(self) -> int:
-        """d."""
-        return self.eigenvalues.size
-
-    @property
     def n_public(self) -> int:
         """M, the number of public unlabeled rows."""
         return self.public_X.shape[0]
-
-    @property
-    def trace_H(self) -> float:
-        r""":math:`\operatorname{tr} H = \sum_i \lambda_i`."""
-        return float(self.eigenvalues.sum())
 
     @property
     def theta_norm(self) -> float:
@@ -287,10 +265,10 @@ def make_overparameterised_regression(
     eigenvalues = spectrum_eigenvalues(d, spectrum, r)
     r = (2.0 if r is None else float(r)) if spectrum == "polynomial" else None
     m = n if n_public is None else check_count("n_public", n_public, minimum=0)
-    theta = _check_choice("theta", theta, _THETAS)
+    theta = check_choice("theta", theta, _THETAS)
     theta_norm = check_nonnegative("theta_norm", theta_norm)
     noise_std = check_nonnegative("noise_std", noise_std)
-    x_law = _check_choice("x_law", x_law, _X_LAWS)
+    x_law = check_choice("x_law", x_law, _X_LAWS)
     rng = _check_rng(rng)
 
     if theta == "powerlaw":
@@ -310,8 +288,7 @@ def make_overparameterised_regression(
     y += noise_std * rng.standard_normal(n)
     public_X = _draw_x(rng, x_law, m, sqrt_eig) if m > 0 else np.zeros((0, d))
 
-    for array in (X, y, public_X, eigenvalues, theta_star):
-        array.setflags(write=False)
+    freeze(X, y, public_X, eigenvalues, theta_star)
     return OverparameterisedData(
         X=X,
         y=y,

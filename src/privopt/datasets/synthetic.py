@@ -27,6 +27,7 @@ from typing import Literal
 import numpy as np
 
 from privopt._validate import check_count, check_finite, check_nonnegative, check_positive
+from privopt.datasets._common import RegressionSample, check_choice, freeze
 
 __all__ = ["LinearRegressionData", "make_linear_regression"]
 
@@ -41,14 +42,6 @@ _FOURTH_MOMENT: dict[str, float] = {"gaussian": 3.0, "laplace": 6.0, "rademacher
 _NOISE_LAWS = ("gaussian", "laplace")
 _SPECTRA = ("identity", "geometric", "linear")
 _NORMS = ("l2", "H")
-
-
-def _check_choice(name: str, value: object, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        raise ValueError(
-            f"Expected {name} to be one of {', '.join(map(repr, choices))}, got {value!r}."
-        )
-    return value
 
 
 def _unit_variance(rng: np.random.Generator, law: str, size: tuple[int, ...]) -> np.ndarray:
@@ -95,7 +88,7 @@ def _spectrum(spectrum: str, d: int, kappa: float, lam_max: float) -> np.ndarray
 
 
 @dataclass(frozen=True, eq=False)
-class LinearRegressionData:
+class LinearRegressionData(RegressionSample):
     r"""A synthetic linear-regression sample with its population oracle (seed 000, §2.3).
 
     The arrays are read-only, so that the oracle quantities keep describing the sample.
@@ -128,16 +121,6 @@ class LinearRegressionData:
     noise_law: str = "gaussian"
 
     @property
-    def n_samples(self) -> int:
-        """Number of rows :math:`n`."""
-        return self.X.shape[0]
-
-    @property
-    def n_features(self) -> int:
-        """Dimension :math:`d`."""
-        return self.X.shape[1]
-
-    @property
     def mu(self) -> float:
         r"""Smallest eigenvalue :math:`\mu = \lambda_d` of :math:`H`."""
         return float(self.eigenvalues[-1])
@@ -151,11 +134,6 @@ class LinearRegressionData:
     def kappa(self) -> float:
         r"""Condition number :math:`\kappa = \|H\|_2 / \mu`."""
         return self.H_norm / self.mu
-
-    @property
-    def trace_H(self) -> float:
-        r""":math:`\operatorname{Tr}(H) = \sum_i \lambda_i`."""
-        return float(self.eigenvalues.sum())
 
     @property
     def trace_H_inv(self) -> float:
@@ -285,7 +263,7 @@ def make_linear_regression(
     """
     n = check_count("n_samples", n_samples)
     d = check_count("n_features", n_features)
-    spectrum = _check_choice("spectrum", spectrum, _SPECTRA)
+    spectrum = check_choice("spectrum", spectrum, _SPECTRA)
     kappa = check_finite("kappa", kappa)
     if not kappa >= 1.0:
         raise ValueError(f"Expected kappa >= 1, got {kappa!r}.")
@@ -293,10 +271,10 @@ def make_linear_regression(
     if not isinstance(rotate, bool | np.bool_):
         raise ValueError(f"Expected rotate to be a bool, got {rotate!r}.")
     w_norm = check_nonnegative("w_norm", w_norm)
-    w_norm_in = _check_choice("w_norm_in", w_norm_in, _NORMS)
+    w_norm_in = check_choice("w_norm_in", w_norm_in, _NORMS)
     sigma = check_nonnegative("sigma", sigma)
-    x_law = _check_choice("x_law", x_law, tuple(_FOURTH_MOMENT))
-    noise_law = _check_choice("noise_law", noise_law, _NOISE_LAWS)
+    x_law = check_choice("x_law", x_law, tuple(_FOURTH_MOMENT))
+    noise_law = check_choice("noise_law", noise_law, _NOISE_LAWS)
     if not isinstance(rng, np.random.Generator):
         raise ValueError(f"Expected rng to be a numpy.random.Generator, got {rng!r}.")
 
@@ -322,8 +300,7 @@ def make_linear_regression(
     y = X @ w_star
     y += sigma * _unit_variance(rng, noise_law, (n,))
 
-    for array in (X, y, w_star, H, eigenvalues):
-        array.setflags(write=False)
+    freeze(X, y, w_star, H, eigenvalues)
     return LinearRegressionData(
         X=X,
         y=y,

@@ -15,6 +15,7 @@ from privopt.accounting import PrivacyLedger
 from privopt.clipping import clip_factors
 from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
+from privopt.estimators._params import store_params
 from privopt.losses import get_loss
 
 __all__ = ["DPLinearClassifier"]
@@ -133,23 +134,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         secure_mode: bool = False,
         budget: Any = None,
     ) -> None:
-        self.loss = loss
-        self.perturbation = perturbation
-        self.method = method
-        self.epsilon = epsilon
-        self.delta = delta
-        self.fit_intercept = fit_intercept
-        self.feature_bounds = feature_bounds
-        self.radius = radius
-        self.steps = steps
-        self.learning_rate = learning_rate
-        self.accounting = accounting
-        self.preprocess_fraction = preprocess_fraction
-        self.q = q
-        self.random_state = random_state
-        self.diagnostics = diagnostics
-        self.secure_mode = secure_mode
-        self.budget = budget
+        store_params(self, locals())
 
     def _loss(self):
         if self.loss not in CLASSIFICATION_LOSSES:

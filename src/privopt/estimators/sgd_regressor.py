@@ -11,6 +11,7 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privopt.estimators._base import public_linear_bounds
 from privopt.estimators._holder import HolderSGDEstimator
+from privopt.estimators._params import store_params
 from privopt.losses import get_loss
 
 __all__ = ["DPSGDRegressor"]
@@ -68,25 +69,7 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         secure_mode: bool = False,
         budget: Any = None,
     ) -> None:
-        self.loss = loss
-        self.perturbation = perturbation
-        self.method = method
-        self.epsilon = epsilon
-        self.delta = delta
-        self.fit_intercept = fit_intercept
-        self.feature_bounds = feature_bounds
-        self.target_bounds = target_bounds
-        self.radius = radius
-        self.steps = steps
-        self.learning_rate = learning_rate
-        self.accounting = accounting
-        self.preprocess_fraction = preprocess_fraction
-        self.q = q
-        self.huber_delta = huber_delta
-        self.random_state = random_state
-        self.diagnostics = diagnostics
-        self.secure_mode = secure_mode
-        self.budget = budget
+        store_params(self, locals())
 
     def _loss(self):
         if self.loss not in REGRESSION_LOSSES:

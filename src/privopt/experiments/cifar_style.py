@@ -71,16 +71,14 @@ from privopt.experiments._common import (
 from privopt.noise import (
     Mechanism,
     Participation,
-    Restarted,
     SensitivityUpperBoundWarning,
-    TreeAggregation,
-    TreeIncrements,
     nu_dpftrl,
     optimal_cc,
     optimize_banded_toeplitz,
     optimize_blt,
     tune_nu,
 )
+from privopt.noise.tuning import participation_pattern, tree_restart_candidates
 
 __all__ = [
     "DEFAULT_HYPERPARAMETERS",
@@ -182,23 +180,16 @@ def multinomial_accuracy(
 
 # -- the DP-FTRL mechanisms (DP-SGD is privopt.experiments._common.dpsgd_poisson) ---------------
 def _mechanism(method: str, steps: int, participation: Participation) -> tuple[Mechanism, dict]:
+    pattern = participation_pattern(participation)
     if method == "nu-dp-ftrl":
-        if participation.kind == "multiple":
-            choice = tune_nu(steps, participation.min_sep, participation.participations)
-        else:
-            choice = tune_nu(steps)
+        choice = tune_nu(steps, **pattern)
         return nu_dpftrl(choice.nu), {"nu": choice.nu, "nu_selection": "privopt.noise.tune_nu"}
     if method == "optimal-cc":
         return optimal_cc(), {"nu": 0.0}
     if method == "tree":
         return _tree_mechanism(steps, participation)
     if method == "blt":  # optimised for the run's pattern on the mean error, as nu is tuned
-        kwargs = {}
-        if participation.kind == "multiple":
-            kwargs = dict(
-                min_sep=participation.min_sep, participations=participation.participations
-            )
-        blt = optimize_blt(steps, error="mean", **kwargs)
+        blt = optimize_blt(steps, error="mean", **pattern)
         return blt, {
             "buf_decay": blt.buf_decay.tolist(),
             "output_scale": blt.output_scale.tolist(),
@@ -217,12 +208,9 @@ def _banded_mechanism(steps: int, participation: Participation) -> tuple[Mechani
     """Banded Toeplitz C with L = S bands (the min-separation: one epoch), coefficients optimised
     for the run's mean error; its columns of one record are disjoint, so the sensitivity is
     exact: sqrt(k) ||c|| (L - 1 = S - 1 model-sized buffers)."""
-    if participation.kind == "multiple":
-        bands = min(steps, participation.min_sep)  # type: ignore[type-var]
-        kwargs = dict(min_sep=participation.min_sep, participations=participation.participations)
-    else:
-        bands, kwargs = min(steps, SINGLE_PASS_BANDS), {}
-    mech = optimize_banded_toeplitz(steps, bands, error="mean", **kwargs)
+    pattern = participation_pattern(participation)
+    bands = min(steps, pattern["min_sep"]) if pattern else min(steps, SINGLE_PASS_BANDS)
+    mech = optimize_banded_toeplitz(steps, bands, error="mean", **pattern)
     return mech, {
         "bands": bands,
         "band_coefficients": mech.coefficients.tolist(),
@@ -233,25 +221,14 @@ def _banded_mechanism(steps: int, participation: Participation) -> tuple[Mechani
 
 
 def _tree_mechanism(steps: int, participation: Participation) -> tuple[Mechanism, dict]:
-    """Honaker-tree increments, restarted every m epochs with m chosen by objective (3).
-
-    As in the paper's anytime baselines ("x S restarts, S tuned by (3)"), the restart period is
-    the candidate minimising the data-independent sens^2 ||A B||_F^2 (no privacy cost); the
-    candidates are whole numbers of epochs dividing the number of epochs, and no restart.
-    """
-    base = TreeIncrements(TreeAggregation(variance_reduction=True))
-    candidates: list[tuple[Mechanism, int | None]] = [(base, None)]
-    if participation.kind == "multiple":
-        per_epoch, epochs = participation.min_sep, participation.participations
-        assert per_epoch is not None and epochs is not None
-        for m in range(1, epochs):
-            if epochs % m == 0:
-                candidates.append((Restarted(base, m * per_epoch), m * per_epoch))
-    scored = []
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SensitivityUpperBoundWarning)
-        for mech, block in candidates:
-            scored.append((mech.prefix_sum_error(steps, participation), block, mech))
+    """Honaker-tree increments, restarted every m epochs with m chosen by objective (3)
+    (:func:`privopt.noise.tuning.tree_restart_candidates`: whole numbers of epochs dividing the
+    number of epochs, and no restart; data-independent, no privacy cost)."""
+    per_epoch = participation.min_sep
+    scored = [
+        (value, None if m is None else m * per_epoch, mech)  # type: ignore[operator]
+        for value, m, mech in tree_restart_candidates(steps, participation)
+    ]
     _, block, mech = min(scored, key=lambda item: item[0])
     return mech, {
         "restart_block_steps": block,

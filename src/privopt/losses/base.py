@@ -342,3 +342,39 @@ class LinearLoss(ABC):
                 "the public bound first."
             )
         return X, y
+
+
+@dataclass(frozen=True)
+class PsiLoss(LinearLoss):
+    r"""``φ(z, y) = ψ(a)`` of one scalar argument ``a = a(z, y)`` with ``|∂a/∂z| = 1``.
+
+    The margin ``a = y z`` (:class:`~privopt.losses.MarginLoss`) and the residual ``a = z - y``
+    (:class:`~privopt.losses.ResidualLoss`). Because ``|∂a/∂z| = 1``, the Hölder modulus of φ'
+    in z is that of ψ'; over the admissible (z, y), ψ and |ψ'| are largest at one argument
+    (:meth:`_extreme_argument`), which gives ``sup φ`` and ``sup |φ'|``.
+    """
+
+    @abstractmethod
+    def psi(self, a: np.ndarray) -> np.ndarray:
+        """ψ(a) at the arguments a (margins y z, or residuals z - y)."""
+
+    @abstractmethod
+    def dpsi(self, a: np.ndarray) -> np.ndarray:
+        """ψ'(a) at the arguments a (the minimum-norm subgradient at kinks)."""
+
+    @abstractmethod
+    def _argument(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        """a(z, y) elementwise."""
+
+    @abstractmethod
+    def _extreme_argument(self, z_bound: float, y_bound: float) -> float:
+        """The argument maximising ψ and |ψ'| over |z| <= z_bound, |y| <= y_bound."""
+
+    def _phi(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return self.psi(self._argument(z, y))
+
+    def _sup_phi(self, z_bound: float, y_bound: float) -> float:
+        return float(self.psi(np.asarray(self._extreme_argument(z_bound, y_bound))))
+
+    def _sup_abs_derivative(self, z_bound: float, y_bound: float) -> float:
+        return float(np.abs(self.dpsi(np.asarray(self._extreme_argument(z_bound, y_bound)))))

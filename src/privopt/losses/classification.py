@@ -19,14 +19,13 @@ Constants (notes/002.md §5; B_x = x_bound, R = radius, σ the sigmoid; M is G a
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.special import expit
 
 from privopt.losses._checks import check_exponent, check_labels, check_y_bound
-from privopt.losses.base import HolderConstants, LinearLoss
+from privopt.losses.base import HolderConstants, PsiLoss
 
 __all__ = [
     "HingeLoss",
@@ -38,30 +37,23 @@ __all__ = [
 
 
 @dataclass(frozen=True)
-class MarginLoss(LinearLoss):
-    r"""A classification loss ``φ(z, y) = ψ(y z)``, ψ convex, nonnegative, nonincreasing."""
+class MarginLoss(PsiLoss):
+    r"""A classification loss ``φ(z, y) = ψ(y z)``, ψ convex, nonnegative, nonincreasing.
+
+    :meth:`psi` and :meth:`dpsi` take margins ``u = y z``; ``φ'(z, y) = y ψ'(y z)``; over
+    ``|z| <= s`` ψ and |ψ'| are largest at the margin ``-s``.
+    """
 
     task: str = field(default="classification", init=False, repr=False)
 
-    @abstractmethod
-    def psi(self, u: np.ndarray) -> np.ndarray:
-        """ψ(u) at margins u = y z."""
+    def _argument(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return y * z
 
-    @abstractmethod
-    def dpsi(self, u: np.ndarray) -> np.ndarray:
-        """ψ'(u) at margins u = y z (the minimum-norm subgradient at kinks)."""
-
-    def _phi(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return self.psi(y * z)
+    def _extreme_argument(self, z_bound: float, y_bound: float) -> float:
+        return -z_bound
 
     def _derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         return y * self.dpsi(y * z)
-
-    def _sup_phi(self, z_bound: float, y_bound: float) -> float:
-        return float(self.psi(np.asarray(-z_bound)))
-
-    def _sup_abs_derivative(self, z_bound: float, y_bound: float) -> float:
-        return float(np.abs(self.dpsi(np.asarray(-z_bound))))
 
     def _labels(self, y: np.ndarray) -> np.ndarray:
         return check_labels(y)

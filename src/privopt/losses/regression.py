@@ -21,43 +21,36 @@ Constants (notes/002.md §5; B_x = x_bound, B_y = y_bound, R = radius, t = B_x R
 
 from __future__ import annotations
 
-from abc import abstractmethod
 from dataclasses import dataclass, field
 
 import numpy as np
 
 from privopt._validate import check_positive
 from privopt.losses._checks import check_exponent, check_y_bound
-from privopt.losses.base import HolderConstants, LinearLoss
+from privopt.losses.base import HolderConstants, PsiLoss
 
 __all__ = ["AbsoluteLoss", "HuberLoss", "QNormLoss", "ResidualLoss", "SquaredLoss"]
 
 
 @dataclass(frozen=True)
-class ResidualLoss(LinearLoss):
-    r"""A regression loss ``φ(z, y) = ψ(z - y)``, ψ even, convex, minimal (= 0) at 0."""
+class ResidualLoss(PsiLoss):
+    r"""A regression loss ``φ(z, y) = ψ(z - y)``, ψ even, convex, minimal (= 0) at 0.
+
+    :meth:`psi` and :meth:`dpsi` take residuals ``r = z - y`` (ψ'(0) = 0, the minimum-norm
+    subgradient at a kink); ``φ'(z, y) = ψ'(z - y)``; over ``|z| <= s``, ``|y| <= B_y`` ψ and
+    |ψ'| are largest at the residual ``s + B_y``.
+    """
 
     task: str = field(default="regression", init=False, repr=False)
 
-    @abstractmethod
-    def psi(self, r: np.ndarray) -> np.ndarray:
-        """ψ(r) at residuals r = z - y."""
+    def _argument(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
+        return z - y
 
-    @abstractmethod
-    def dpsi(self, r: np.ndarray) -> np.ndarray:
-        """ψ'(r) at residuals r = z - y (the minimum-norm subgradient, 0, at a kink at r = 0)."""
-
-    def _phi(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
-        return self.psi(z - y)
+    def _extreme_argument(self, z_bound: float, y_bound: float) -> float:
+        return z_bound + y_bound
 
     def _derivative(self, z: np.ndarray, y: np.ndarray) -> np.ndarray:
         return self.dpsi(z - y)
-
-    def _sup_phi(self, z_bound: float, y_bound: float) -> float:
-        return float(self.psi(np.asarray(z_bound + y_bound)))
-
-    def _sup_abs_derivative(self, z_bound: float, y_bound: float) -> float:
-        return float(np.abs(self.dpsi(np.asarray(z_bound + y_bound))))
 
     def _labels(self, y: np.ndarray) -> np.ndarray:
         return y

@@ -48,6 +48,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
 from privopt._leak import leak_checks_suppressed
 from privopt.accounting import ApproxDPEvent, PrivacyBudget, PrivacyLedger
 from privopt.estimators._base import PrivateEstimator
+from privopt.estimators._params import store_params
 from privopt.model_selection._scoring import UTILITY_SENSITIVITY, record_utilities
 from privopt.noise.selection import exponential_mechanism
 
@@ -142,16 +143,7 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         secure_mode: bool = False,
         budget: Any = None,
     ) -> None:
-        self.estimator = estimator
-        self.param_grid = param_grid
-        self.epsilon = epsilon
-        self.delta = delta
-        self.validation_fraction = validation_fraction
-        self.error_bound = error_bound
-        self.refit = refit
-        self.random_state = random_state
-        self.secure_mode = secure_mode
-        self.budget = budget
+        store_params(self, locals())
 
     # -- planning (parameters only) ------------------------------------------------------------
     def _candidates(self) -> list[dict[str, Any]]:

@@ -68,6 +68,11 @@ from scipy.optimize import minimize
 from scipy.signal import fftconvolve
 
 from privopt._validate import check_count, check_positive, check_sample_rate
+from privopt.noise._checks import (
+    check_coefficient_vector,
+    check_within_horizon,
+    restored_array,
+)
 from privopt.noise.base import SINGLE, Mechanism, NoiseSource, NoiseStream, Participation
 from privopt.noise.sensitivity import (
     SensitivityUpperBoundWarning,
@@ -146,22 +151,12 @@ class BandedStream(NoiseStream):
         return {"ring": self._ring.copy()}
 
     def _restore_buffers(self, state: dict[str, Any]) -> None:
-        ring = np.asarray(state["ring"], dtype=float)
-        if ring.shape != self._ring.shape:
-            raise ValueError(
-                f"Checkpoint ring has shape {ring.shape}, expected {self._ring.shape}."
-            )
-        self._ring = ring.copy()
+        self._ring = restored_array(state, "ring", self._ring)
 
 
 def _check_coefficients(coefficients) -> np.ndarray:
     c = np.atleast_1d(np.asarray(coefficients, dtype=float))
-    if c.ndim != 1 or c.size == 0:
-        raise ValueError("Expected a non-empty 1-D vector of band coefficients.")
-    if not np.all(np.isfinite(c)):
-        raise ValueError("Expected finite band coefficients.")
-    if c[0] == 0.0:
-        raise ValueError("The band coefficient c_0 must be non-zero (C must be invertible).")
+    c = check_coefficient_vector(c, "band coefficients", "The band coefficient c_0", "C")
     return c / c[0]
 
 
@@ -390,10 +385,7 @@ class BandedMatrixMechanism(Mechanism):
         self.name = name
 
     def _check(self, steps: int) -> int:
-        steps = check_count("steps", steps)
-        if steps > self.horizon:
-            raise ValueError(f"This banded C has horizon {self.horizon}; got steps={steps}.")
-        return steps
+        return check_within_horizon(steps, self.horizon, "banded C")
 
     def band_row(self, t: int) -> np.ndarray:
         if t >= self.horizon:

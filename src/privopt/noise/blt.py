@@ -47,6 +47,7 @@ from scipy.linalg import toeplitz
 from scipy.optimize import minimize
 
 from privopt._validate import check_count
+from privopt.noise._checks import restored_array
 from privopt.noise.base import (
     SINGLE,
     Mechanism,
@@ -334,12 +335,7 @@ class BLTStream(NoiseStream):
         return {"buffers": self._state.copy()}
 
     def _restore_buffers(self, state: dict[str, Any]) -> None:
-        buffers = np.asarray(state["buffers"], dtype=float)
-        if buffers.shape != self._state.shape:
-            raise ValueError(
-                f"Checkpoint buffers have shape {buffers.shape}, expected {self._state.shape}."
-            )
-        self._state = buffers.copy()
+        self._state = restored_array(state, "buffers", self._state)
 
 
 # -- optimisation ---------------------------------------------------------------------------------

@@ -7,7 +7,7 @@ from typing import Any
 import numpy as np
 from scipy.linalg import solve_triangular
 
-from privopt._validate import check_count
+from privopt.noise._checks import check_within_horizon
 from privopt.noise.base import Mechanism, NoiseSource, NoiseStream, Participation, accumulate
 from privopt.noise.sensitivity import dense_minsep_upper_bound_squared
 
@@ -38,10 +38,7 @@ class DenseMechanism(Mechanism):
         self.horizon = b.shape[0]
 
     def _check(self, steps: int) -> int:
-        steps = check_count("steps", steps)
-        if steps > self.horizon:
-            raise ValueError(f"This B has horizon {self.horizon}; got steps={steps}.")
-        return steps
+        return check_within_horizon(steps, self.horizon, "B")
 
     def decoder_matrix(self, steps: int) -> np.ndarray:
         steps = self._check(steps)

@@ -26,7 +26,7 @@ from privopt._validate import check_count
 from privopt.noise.base import Mechanism, NoiseSource, NoiseStream, Participation
 from privopt.noise.sensitivity import SensitivityUpperBoundWarning, max_participations
 
-__all__ = ["Restarted"]
+__all__ = ["BlockRestarts", "Restarted"]
 
 #: source indices of block s are the base indices with s * _BLOCK_STRIDE added to the first word
 _BLOCK_STRIDE = 1 << 24
@@ -112,30 +112,34 @@ class _BlockSource(NoiseSource):
         return self.parent.draw((index[0] + self.block_index * _BLOCK_STRIDE, index[1]), dim)
 
 
-class RestartedStream(NoiseStream):
-    """Runs a fresh base stream in each block; state is the current block's stream."""
+class BlockRestarts:
+    """The block bookkeeping of a restarted stream, numpy (:class:`RestartedStream`) or torch.
 
-    def __init__(self, mechanism: Restarted, dim, std, source, covariance, options) -> None:
-        super().__init__(dim, std, source, covariance)
-        self.mechanism = mechanism
-        self._options = options
-        self._inner: NoiseStream | None = None
-        self._inner_block = -1
+    One inner stream of the base mechanism per block of ``mechanism.block`` steps, built on
+    entering the block by :meth:`_new_inner` (unit std, its source shifted by the block index),
+    kept in step with the outer stream, and checkpointed as (block, inner stream's state).
+    """
 
-    def _inner_for(self, block_index: int) -> NoiseStream:
+    mechanism: Restarted
+    _inner: Any = None
+    _inner_block: int = -1
+
+    def _new_inner(self, block_index: int) -> Any:
+        raise NotImplementedError
+
+    def _inner_for(self, block_index: int) -> Any:
         if self._inner is None or self._inner_block != block_index:
-            self._inner = self.mechanism.base._make_stream(
-                self.dim, 1.0, _BlockSource(self.source, block_index), None, **self._options
-            )
+            self._inner = self._new_inner(block_index)
             self._inner_block = block_index
         return self._inner
 
-    def _combine(self, t: int) -> np.ndarray:
+    def _inner_at(self, t: int) -> tuple[Any, int]:
+        """Step t's block stream and t's step within the block (that stream's next step)."""
         block_index, local = divmod(t, self.mechanism.block)
         inner = self._inner_for(block_index)
         if inner.step != local:
             raise RuntimeError("Restarted stream lost synchronisation with its block.")
-        return inner.next()
+        return inner, local
 
     def _buffers(self) -> dict[str, Any]:
         if self._inner is None:
@@ -143,9 +147,25 @@ class RestartedStream(NoiseStream):
         return {"block": self._inner_block, "inner": self._inner.state()}
 
     def _restore_buffers(self, state: dict[str, Any]) -> None:
-        self._inner = None
-        self._inner_block = -1
+        self._inner, self._inner_block = None, -1
         if "inner" in state:
-            inner = self._inner_for(state["block"])
-            inner.step = state["inner"]["step"]
+            inner = self._inner_for(int(state["block"]))
+            inner.step = int(state["inner"]["step"])
             inner._restore_buffers(state["inner"])
+
+
+class RestartedStream(BlockRestarts, NoiseStream):
+    """Runs a fresh base stream in each block; state is the current block's stream."""
+
+    def __init__(self, mechanism: Restarted, dim, std, source, covariance, options) -> None:
+        super().__init__(dim, std, source, covariance)
+        self.mechanism = mechanism
+        self._options = options
+
+    def _new_inner(self, block_index: int) -> NoiseStream:
+        source = _BlockSource(self.source, block_index)
+        return self.mechanism.base._make_stream(self.dim, 1.0, source, None, **self._options)
+
+    def _combine(self, t: int) -> np.ndarray:
+        inner, _ = self._inner_at(t)
+        return inner.next()

@@ -34,6 +34,7 @@ from scipy.signal import lfilter
 from scipy.special import ellipk
 
 from privopt._validate import check_count, check_finite
+from privopt.noise._checks import check_coefficient_vector
 from privopt.noise.base import (
     SINGLE,
     Mechanism,
@@ -375,13 +376,7 @@ def custom(beta: np.ndarray | list[float], name: str = "custom") -> ToeplitzMech
     §3.1 sensitivity is exact only for non-negative, non-increasing C (else a warned bound).
     To band the encoder C instead (exact sensitivity for min_sep >= L, an (L - 1) d ring-buffer
     stream), use :func:`privopt.noise.banded_toeplitz` (notes/blt_and_adaptive_clipping.md §4)."""
-    coeffs = np.asarray(beta, dtype=float)
-    if coeffs.ndim != 1 or coeffs.size == 0:
-        raise ValueError("Expected a non-empty 1-D beta.")
-    if not np.all(np.isfinite(coeffs)):
-        raise ValueError("Expected finite beta coefficients.")
-    if coeffs[0] == 0.0:
-        raise ValueError("beta_0 must be non-zero (B must be invertible).")
+    coeffs = check_coefficient_vector(beta, "beta coefficients", "beta_0", "B")
     nonzero = np.flatnonzero(coeffs)
     coeffs = coeffs[: nonzero[-1] + 1]
     return ToeplitzMechanism(_FinitePrefix(coeffs), support=coeffs.size, name=name)

@@ -43,7 +43,7 @@ import numpy as np
 from privopt._validate import check_count, check_positive
 from privopt.noise.base import Mechanism
 from privopt.noise.blt import BLTMechanism
-from privopt.noise.restarts import _BLOCK_STRIDE, Restarted
+from privopt.noise.restarts import _BLOCK_STRIDE, BlockRestarts, Restarted
 from privopt.noise.toeplitz import ToeplitzMechanism
 from privopt.noise.tree import TreeAggregation, TreeIncrements, honaker_weights, prefix_nodes
 
@@ -155,14 +155,16 @@ class TorchNoiseStream(ABC):
         self.step += 1
         return out.mul_(self.std)  # _combine returns a fresh tensor: the stream keeps none
 
+    def _key(self) -> Any:
+        """The seeded source's key, which a checkpoint must match (None: an unseeded source)."""
+        return self.source.key if isinstance(self.source, TorchSeededSource) else None
+
     def state(self) -> dict[str, Any]:
         """Step counter, key and buffers (tensors on the device); restore with :meth:`restore`."""
-        key = self.source.key if isinstance(self.source, TorchSeededSource) else None
-        return {"step": self.step, "key": key, **self._buffers()}
+        return {"step": self.step, "key": self._key(), **self._buffers()}
 
     def restore(self, state: dict[str, Any]) -> None:
-        key = self.source.key if isinstance(self.source, TorchSeededSource) else None
-        if state.get("key") != key:
+        if state.get("key") != self._key():
             raise ValueError("Checkpoint was taken with a different noise key.")
         self.step = check_count("step", int(state["step"]), minimum=0)
         self._restore_buffers(state)
@@ -359,45 +361,23 @@ class _Increments(TorchNoiseStream):
         self._previous = state["previous"].to(device=self.device, dtype=self.dtype).clone()
 
 
-class _Restarted(TorchNoiseStream):
+class _Restarted(BlockRestarts, TorchNoiseStream):
     """A fresh inner stream per block of ``mechanism.block`` steps (block-diagonal B)."""
 
     def __init__(self, mechanism: Restarted, steps: int | None, *args) -> None:
         super().__init__(*args)
         self.mechanism = mechanism
         self._steps = steps
-        self._inner: TorchNoiseStream | None = None
-        self._block = -1
 
-    def _inner_for(self, block: int) -> TorchNoiseStream:
-        if self._inner is None or self._block != block:
-            source = _BlockSource(self.source, block)
-            horizon = self.mechanism.block
-            self._inner = _make(
-                self.mechanism.base, self.dim, 1.0, source, self.device, self.dtype, horizon
-            )
-            self._block = block
-        return self._inner
+    def _new_inner(self, block_index: int) -> TorchNoiseStream:
+        source = _BlockSource(self.source, block_index)
+        horizon = self.mechanism.block
+        return _make(self.mechanism.base, self.dim, 1.0, source, self.device, self.dtype, horizon)
 
     def _combine(self, t):
-        block, local = divmod(t, self.mechanism.block)
-        inner = self._inner_for(block)
-        if inner.step != local:
-            raise RuntimeError("Restarted stream lost synchronisation with its block.")
+        inner, local = self._inner_at(t)
         inner.step += 1
         return inner._combine(local)
-
-    def _buffers(self):
-        if self._inner is None:
-            return {}
-        return {"block": self._block, "inner": self._inner.state()}
-
-    def _restore_buffers(self, state):
-        self._inner, self._block = None, -1
-        if "inner" in state:
-            inner = self._inner_for(int(state["block"]))
-            inner.step = int(state["inner"]["step"])
-            inner._restore_buffers(state["inner"])
 
 
 class _Decoder(TorchNoiseStream):

@@ -7,6 +7,7 @@ argument stability of projected SGD on α-Hölder losses (Theorem 7,
 (:mod:`~privopt.theory.holder_advisor`).
 """
 
+from privopt.theory import linear_regression, mean_estimation, spectral
 from privopt.theory.convex_bound import (
     ConvexBoundResult,
     OptimizedCorrelation,
@@ -26,24 +27,9 @@ from privopt.theory.holder_stability import (
     uas_bound,
     uas_bound_for_loss,
 )
-from privopt.theory.linear_regression import (
-    effective_dimension,
-    linear_regression_best_lower_bound,
-    linear_regression_f_inf,
-    linear_regression_f_inf_lti,
-    linear_regression_lower_bound,
-    linear_regression_upper_bound,
-    lower_bound_mechanism,
-)
-from privopt.theory.mean_estimation import (
-    check_learning_rate,
-    mean_estimation_f_inf,
-    mean_estimation_f_inf_dpsgd,
-    mean_estimation_f_inf_optimal,
-    optimal_to_dpsgd_ratio,
-    toeplitz_quadratic,
-)
-from privopt.theory.spectral import min_phase_beta, spectral_mechanism
+from privopt.theory.linear_regression import *  # noqa: F403 (its whole public surface)
+from privopt.theory.mean_estimation import *  # noqa: F403 (its whole public surface)
+from privopt.theory.spectral import *  # noqa: F403 (its whole public surface)
 
 __all__ = [
     "ConvexBoundResult",
@@ -51,27 +37,16 @@ __all__ = [
     "PowerSpectrum",
     "Schedule",
     "StabilityBound",
-    "check_learning_rate",
     "convex_program_bound",
-    "effective_dimension",
     "lemma13_epsilon_threshold",
-    "linear_regression_best_lower_bound",
-    "linear_regression_f_inf",
-    "linear_regression_f_inf_lti",
-    "linear_regression_lower_bound",
-    "linear_regression_upper_bound",
-    "lower_bound_mechanism",
-    "mean_estimation_f_inf",
-    "mean_estimation_f_inf_dpsgd",
-    "mean_estimation_f_inf_optimal",
-    "min_phase_beta",
-    "optimal_to_dpsgd_ratio",
     "optimized_correlation",
     "recommended_schedule",
-    "spectral_mechanism",
     "stability_bound",
     "stability_bound_for_loss",
-    "toeplitz_quadratic",
     "uas_bound",
     "uas_bound_for_loss",
+    # the F_inf theory of seed 001 and its spectral tools: every public name of each module
+    *linear_regression.__all__,
+    *mean_estimation.__all__,
+    *spectral.__all__,
 ]

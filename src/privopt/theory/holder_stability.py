@@ -38,10 +38,13 @@ Reference values (notes/002.md §12.2):
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, ParamSpec
 
 from privopt._validate import (
     check_count,
@@ -67,6 +70,7 @@ __all__ = [
     "uas_bound_for_loss",
 ]
 
+_P = ParamSpec("_P")
 _LOG_MAX_FLOAT = math.log(1.7976931348623157e308)
 
 
@@ -456,40 +460,6 @@ def stability_bound(
     )
 
 
-def uas_bound(
-    *,
-    alpha: float,
-    L: float,
-    M: float,
-    eta: float,
-    steps: int,
-    n: int,
-    failure_probability: float,
-    radius: float | None = None,
-    M0: float | None = None,
-    gradient_bound: float | None = None,
-    cap: bool = True,
-) -> float:
-    r"""Theorem 7's UAS bound as a number: ``Δ̃_SGD(γ)`` (capped at 2R) or ``Δ_SGD(γ)``.
-
-    ``stability_bound(...).value``; see :func:`stability_bound` for the formula, the arguments
-    and the errors (notes/002.md §3.1, §9.2).
-    """
-    return stability_bound(
-        alpha=alpha,
-        L=L,
-        M=M,
-        eta=eta,
-        steps=steps,
-        n=n,
-        failure_probability=failure_probability,
-        radius=radius,
-        M0=M0,
-        gradient_bound=gradient_bound,
-        cap=cap,
-    ).value
-
-
 def stability_bound_for_loss(
     loss: str | LinearLoss,
     *,
@@ -534,19 +504,40 @@ def stability_bound_for_loss(
     )
 
 
-def uas_bound_for_loss(
-    loss: str | LinearLoss,
-    *,
-    x_bound: float,
-    y_bound: float | None = None,
-    radius: float | None,
-    eta: float,
-    steps: int,
-    n: int,
-    failure_probability: float,
-    tight: bool = False,
-    cap: bool = True,
-) -> float:
+def _value_of(bound: Callable[_P, StabilityBound], name: str, doc: str) -> Callable[_P, float]:
+    """``bound(...).value`` as the public function ``name``, with ``bound``'s very parameters.
+
+    Both the structured result and the number exist (a caller that only needs Δ should not
+    unpack a record); they share one signature, and the number is by definition the record's
+    ``value``.
+    """
+
+    @functools.wraps(bound)
+    def value(*args: _P.args, **kwargs: _P.kwargs) -> float:
+        return bound(*args, **kwargs).value
+
+    value.__name__ = value.__qualname__ = name
+    value.__doc__ = doc
+    value.__annotations__ = {**bound.__annotations__, "return": "float"}
+    setattr(  # noqa: B010 (what inspect.signature, and so help() and the docs, read)
+        value, "__signature__", inspect.signature(bound).replace(return_annotation="float")
+    )
+    return value
+
+
+uas_bound = _value_of(
+    stability_bound,
+    "uas_bound",
+    r"""Theorem 7's UAS bound as a number: ``Δ̃_SGD(γ)`` (capped at 2R) or ``Δ_SGD(γ)``.
+
+    ``stability_bound(...).value``; see :func:`stability_bound` for the formula, the arguments
+    and the errors (notes/002.md §3.1, §9.2).
+    """,
+)
+
+uas_bound_for_loss = _value_of(
+    stability_bound_for_loss,
+    "uas_bound_for_loss",
     r"""Theorem 7's UAS bound for a loss of :mod:`privopt.losses`, as a number.
 
     ``stability_bound_for_loss(...).value``; see :func:`stability_bound_for_loss`.
@@ -554,16 +545,5 @@ def uas_bound_for_loss(
     >>> round(uas_bound_for_loss("hinge", x_bound=1.0, radius=10.0, eta=0.01, steps=1000,
     ...                          n=100, failure_probability=0.01), 6)  # α=0, L=M=1
     2.567965
-    """
-    return stability_bound_for_loss(
-        loss,
-        x_bound=x_bound,
-        y_bound=y_bound,
-        radius=radius,
-        eta=eta,
-        steps=steps,
-        n=n,
-        failure_probability=failure_probability,
-        tight=tight,
-        cap=cap,
-    ).value
+    """,
+)

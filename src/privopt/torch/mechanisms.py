@@ -27,23 +27,19 @@ instance may be given instead of a name (fixed batches). The plan's event then c
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 from privopt.accounting import Neighbouring
 from privopt.noise import (
     Mechanism,
     Participation,
-    Restarted,
-    SensitivityUpperBoundWarning,
-    TreeAggregation,
-    TreeIncrements,
     independent,
     nu_dpftrl,
     optimal_cc,
     optimize_blt,
     tune_nu,
 )
+from privopt.noise.tuning import participation_pattern, tree_restart_candidates
 from privopt.training import FixedBatches, PoissonSampling, TrainingPlan
 
 __all__ = ["MECHANISMS", "build_plan"]
@@ -51,25 +47,10 @@ __all__ = ["MECHANISMS", "build_plan"]
 MECHANISMS = ("dpsgd", "blt", "nu-dpftrl", "optimal-cc", "tree", "banded")
 
 
-def _pattern(participation: Participation) -> dict[str, int]:
-    if participation.kind != "multiple":
-        return {}
-    return {"min_sep": participation.min_sep, "participations": participation.participations}
-
-
 def _tree(steps: int, participation: Participation) -> tuple[Mechanism, dict[str, Any]]:
-    base = TreeIncrements(TreeAggregation(variance_reduction=True))
-    candidates: list[tuple[Mechanism, int | None]] = [(base, None)]
-    pattern = _pattern(participation)
-    if pattern:
-        per_epoch, epochs = pattern["min_sep"], pattern["participations"]
-        candidates += [
-            (Restarted(base, m * per_epoch), m) for m in range(1, epochs) if epochs % m == 0
-        ]
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", SensitivityUpperBoundWarning)
-        scored = [(m.prefix_sum_error(steps, participation), e, m) for m, e in candidates]
-    _, epochs_per_block, mech = min(scored, key=lambda item: item[0])
+    _, epochs_per_block, mech = min(
+        tree_restart_candidates(steps, participation), key=lambda item: item[0]
+    )
     return mech, {"restart_every_epochs": epochs_per_block}
 
 
@@ -78,7 +59,7 @@ def _banded(steps: int, participation: Participation) -> tuple[Mechanism, dict[s
     coefficients optimised for the run's pattern on the mean error."""
     from privopt.noise.banded import choose_bands, optimize_banded_toeplitz
 
-    pattern = _pattern(participation)
+    pattern = participation_pattern(participation)
     bands = choose_bands(steps, **pattern, error="mean").bands
     mech = optimize_banded_toeplitz(steps, bands, **pattern, error="mean")
     return mech, {"bands": bands, "coefficients": mech.coefficients.tolist()}
@@ -117,10 +98,10 @@ def build_plan(
     steps, participation = batches.steps(num_records), batches.participation(num_records)
     info: dict[str, Any] = {"mechanism": mechanism}
     if mechanism == "blt":
-        mech = optimize_blt(steps, error="mean", **_pattern(participation))
+        mech = optimize_blt(steps, error="mean", **participation_pattern(participation))
         info.update(buf_decay=mech.buf_decay.tolist(), output_scale=mech.output_scale.tolist())
     elif mechanism == "nu-dpftrl":
-        nu = tune_nu(steps, **_pattern(participation)).nu
+        nu = tune_nu(steps, **participation_pattern(participation)).nu
         mech = nu_dpftrl(nu)
         info["nu"] = nu
     elif mechanism == "optimal-cc":
