@@ -37,8 +37,9 @@ from privopt.accounting.events import (
 from privopt.accounting.gdp import gdp_epsilon
 from privopt.accounting.subsampled import (
     DEFAULT_PLD_DISCRETIZATION,
+    check_noise_multiplier,
+    dp_accounting_epsilon,
     dpsgd_event,
-    make_dp_accounting_accountant,
 )
 from privopt.accounting.zcdp import zcdp_epsilon
 
@@ -129,7 +130,7 @@ class GDPAccountant(_ScalarAccountant):
     )
 
     def _handlers(self):
-        return {GaussianEvent: lambda e: e.mu**2}
+        return {GaussianEvent: lambda e: e.mu * e.mu}
 
     def _scalar_to_epsilon(self, total: float, delta: float) -> float:
         return 0.0 if total == 0.0 else gdp_epsilon(total**0.5, delta)
@@ -204,19 +205,20 @@ class DpAccountingAccountant(Accountant):
         # Sampled-without-replacement events exist only in replace-one ledgers (the event
         # refuses other relations); Gaussian events carry their own sensitivity either way.
         replace_one = any(isinstance(e, SampledGaussianEvent) for e in events)
-        acc = make_dp_accounting_accountant(
-            self.kind, self.pld_discretization, replace_one=replace_one
+        return dp_accounting_epsilon(
+            dp_accounting.ComposedDpEvent(converted),
+            delta,
+            self.kind,
+            self.pld_discretization,
+            replace_one=replace_one,
         )
-        acc.compose(dp_accounting.ComposedDpEvent(converted))
-        return float(acc.get_epsilon(delta))
 
 
 def _gaussian_dp_event(event: GaussianEvent) -> dp_accounting.DpEvent | None:
     if event.sensitivity == 0.0:
         return None
-    return dp_accounting.SelfComposedDpEvent(
-        dp_accounting.GaussianDpEvent(event.std / event.sensitivity), event.count
-    )
+    multiplier = check_noise_multiplier(event.std / event.sensitivity, "std / sensitivity")
+    return dp_accounting.SelfComposedDpEvent(dp_accounting.GaussianDpEvent(multiplier), event.count)
 
 
 def _sampled_gaussian_dp_event(event: SampledGaussianEvent) -> dp_accounting.DpEvent:

@@ -135,7 +135,8 @@ class GaussianEvent(PrivacyEvent):
 
     @property
     def rho(self) -> float:
-        return self.count * self.sensitivity**2 / (2.0 * self.std**2)
+        ratio = self.sensitivity / self.std  # ratio * ratio overflows to inf, never raises
+        return self.count * (ratio * ratio) / 2.0
 
 
 @dataclass(frozen=True)

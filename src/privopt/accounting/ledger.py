@@ -26,6 +26,7 @@ Composition rules
 
 from __future__ import annotations
 
+import math
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -199,8 +200,8 @@ class PrivacyLedger:
         if not self._gaussian_only():
             return None
         shared, parts = self._split()
-        worst = max((sum(e.mu**2 for e in p) for p in parts), default=0.0)
-        return float((sum(e.mu**2 for e in shared) + worst) ** 0.5)
+        worst = max((sum(e.mu * e.mu for e in p) for p in parts), default=0.0)
+        return math.sqrt(sum(e.mu * e.mu for e in shared) + worst)
 
     def resolve_accountant(self, accountant: str | Accountant = "auto") -> Accountant:
         """The accountant that :meth:`epsilon` uses, validated against the recorded events."""

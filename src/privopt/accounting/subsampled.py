@@ -19,12 +19,13 @@ import dp_accounting
 from dp_accounting import pld, rdp
 
 from privopt._validate import check_count, check_positive, check_probability, check_sample_rate
-from privopt.accounting._search import feasible_boundary
+from privopt.accounting._search import feasible_boundary, smallest_feasible_multiplier
 
 __all__ = [
     "DEFAULT_PLD_DISCRETIZATION",
     "SubsampledAccountant",
     "calibrate_dpsgd_noise",
+    "dp_accounting_epsilon",
     "dpsgd_epsilon",
     "dpsgd_event",
     "make_dp_accounting_accountant",
@@ -34,6 +35,19 @@ SubsampledAccountant = Literal["pld", "rdp"]
 #: dp_accounting's default PLD value discretisation; its pessimistic estimate is an upper bound.
 DEFAULT_PLD_DISCRETIZATION = 1e-4
 
+
+#: Above this RDP epsilon the RDP bound is reported instead of the PLD's. The PLD's grid spans the
+#: privacy-loss range at a fixed step, so for weak guarantees (tiny noise) it needs time and
+#: memory without bound (sigma = 0.001 at q = 0.5 asked for 38 GiB); the RDP bound is valid (an
+#: upper bound) and at such epsilons the PLD's refinement protects nobody.
+PLD_TRACTABLE_EPSILON = 20.0
+#: Smallest noise multiplier accounted: below it sigma^2 underflows in the accountants' formulas
+#: (dp_accounting's RDP then drops every order and reports epsilon 0 for a noiseless release).
+MIN_NOISE_MULTIPLIER = 1e-50
+#: Noise multipliers above this are accounted at this value: epsilon only grows as the noise
+#: shrinks, so the result is a valid upper bound (about 1e-100 at any delta), and sigma^2 stays
+#: in floating-point range (dp_accounting's RDP overflows near sigma = 1e154).
+MAX_NOISE_MULTIPLIER = 1e50
 
 #: RDP orders for sampling without replacement (replace-one): dp_accounting's bound costs
 #: O(order^2) per order, so a sparse set up to 128 keeps one evaluation near 0.3 s. Fewer orders
@@ -72,9 +86,48 @@ def make_dp_accounting_accountant(
     raise ValueError(f"Expected accountant in ('pld', 'rdp'), got {accountant!r}.")
 
 
+def check_noise_multiplier(noise_multiplier: float, name: str = "noise_multiplier") -> float:
+    """A positive, finite noise multiplier that the accountants can represent: a value below
+    :data:`MIN_NOISE_MULTIPLIER` (a practically noiseless release) is refused, one above
+    :data:`MAX_NOISE_MULTIPLIER` is lowered to it (more privacy loss: a valid upper bound)."""
+    value = check_positive(name, noise_multiplier)
+    if value < MIN_NOISE_MULTIPLIER:
+        raise ValueError(
+            f"{name} = {value!r} is below {MIN_NOISE_MULTIPLIER:g}: the release is practically "
+            "noiseless and its privacy loss cannot be accounted in floating point."
+        )
+    return min(value, MAX_NOISE_MULTIPLIER)
+
+
+def dp_accounting_epsilon(
+    event: dp_accounting.DpEvent,
+    delta: float,
+    accountant: str = "pld",
+    pld_discretization: float = DEFAULT_PLD_DISCRETIZATION,
+    *,
+    replace_one: bool = False,
+) -> float:
+    """epsilon at ``delta`` of a ``dp_accounting`` event, in bounded time and memory.
+
+    With ``accountant="pld"`` the RDP bound is computed first (milliseconds); when it exceeds
+    :data:`PLD_TRACTABLE_EPSILON` it is returned (a valid upper bound) instead of building a PLD
+    whose grid would grow with the privacy-loss range.
+    """
+    delta = check_probability("delta", delta)
+    if accountant == "pld" and not replace_one:
+        bound = make_dp_accounting_accountant("rdp")
+        bound.compose(event)
+        epsilon = float(bound.get_epsilon(delta))
+        if epsilon > PLD_TRACTABLE_EPSILON:
+            return epsilon
+    acc = make_dp_accounting_accountant(accountant, pld_discretization, replace_one=replace_one)
+    acc.compose(event)
+    return float(acc.get_epsilon(delta))
+
+
 def dpsgd_event(noise_multiplier: float, sample_rate: float, steps: int) -> dp_accounting.DpEvent:
     """The ``dp_accounting`` event of T steps of Poisson-sampled Gaussian noise (pure function)."""
-    noise_multiplier = check_positive("noise_multiplier", noise_multiplier)
+    noise_multiplier = check_noise_multiplier(noise_multiplier)
     sample_rate = check_sample_rate("sample_rate", sample_rate)
     steps = check_count("steps", steps)
     return dp_accounting.SelfComposedDpEvent(
@@ -98,10 +151,7 @@ def dpsgd_epsilon(
     2.10137
     """
     event = dpsgd_event(noise_multiplier, sample_rate, steps)
-    delta = check_probability("delta", delta)
-    acc = make_dp_accounting_accountant(accountant)
-    acc.compose(event)
-    return float(acc.get_epsilon(delta))
+    return dp_accounting_epsilon(event, delta, accountant)
 
 
 @functools.lru_cache(maxsize=512)
@@ -125,20 +175,14 @@ def calibrate_dpsgd_noise(
 
     def excess_at(discretization: float):
         def excess(sigma: float) -> float:
-            acc = make_dp_accounting_accountant(accountant, discretization)
-            acc.compose(dpsgd_event(sigma, sample_rate, steps))
-            return float(acc.get_epsilon(delta)) - epsilon
+            event = dpsgd_event(sigma, sample_rate, steps)
+            return dp_accounting_epsilon(event, delta, accountant, discretization) - epsilon
 
         return excess
 
     fine = excess_at(DEFAULT_PLD_DISCRETIZATION)
     coarse = excess_at(10 * DEFAULT_PLD_DISCRETIZATION) if accountant == "pld" else fine
-    good = 1.0
-    while coarse(good) > 0:
-        good *= 2.0
-        if good > 1e6:
-            raise ValueError("No noise multiplier below 1e6 reaches the target epsilon.")
-    good = feasible_boundary(coarse, good=good, bad=good / 2.0, rtol=1e-3)
+    good = smallest_feasible_multiplier(coarse, limit_exponent=6, rtol=1e-3)
     if coarse is fine:
         return feasible_boundary(fine, good=good, bad=good / 2.0, rtol=rtol)
     # Coarse-to-fine: the coarse (pessimistic) PLD brackets the answer within a few tenths of a

@@ -39,7 +39,8 @@ def gaussian_rho(sensitivity: float, std: float) -> float:
     """rho of the Gaussian mechanism: Delta^2 / (2 sigma^2)."""
     sensitivity = check_nonnegative("sensitivity", sensitivity)
     std = check_positive("std", std)
-    return sensitivity**2 / (2.0 * std**2)
+    ratio = sensitivity / std  # ratio * ratio overflows to inf, never raises
+    return ratio * ratio / 2.0
 
 
 def compose_rho(*rhos: float) -> float:
