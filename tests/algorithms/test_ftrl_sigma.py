@@ -8,7 +8,6 @@ import pytest
 
 from privopt.accounting import gdp_epsilon
 from privopt.algorithms.ftrl_sigma import (
-    _clip_coefficient,
     calibrate_ftrl_sigma_tau,
     dp_ftrl_sigma,
     ftrl_sigma_pass,
@@ -17,6 +16,7 @@ from privopt.algorithms.result import NonPrivateDiagnosticsWarning
 from privopt.clipping.residual_estimate import per_call_budget, rows_needed
 from privopt.datasets import make_overparameterised_regression
 from privopt.noise import LowRankPlusRidgeCovariance, PrefixSumTree, TreeAggregation
+from privopt.training.gradients import SigmaNormLinearModel, clip_coefficients
 
 
 def _small(n=64, d=6, seed=0):
@@ -409,7 +409,8 @@ def test_default_with_estimating_data_is_public_and_the_report_says_so():
 
 def test_clip_coefficient_never_overshoots_on_adversarial_values():
     """Triples where the hand-written factor psi / norm overshoots psi by rounding: the clipped
-    Mahalanobis norm |c| ||x||_{Σ^-1} (as the pass computes it) is <= psi exactly."""
+    Mahalanobis norm |c| ||x||_{Σ^-1} (as the core's Σ^-1-norm model computes it, through
+    privopt.clipping's factors) is <= psi exactly."""
     rng = np.random.default_rng(0)
     residual = rng.standard_normal(20000) * 10.0 ** rng.uniform(-3, 6, 20000)
     inv_norm = 10.0 ** rng.uniform(-3, 3, 20000)
@@ -418,31 +419,38 @@ def test_clip_coefficient_never_overshoots_on_adversarial_values():
     adversarial = np.flatnonzero(naive > psi)
     assert adversarial.size > 100  # the naive factor overshoots on a few % of draws
     for i in adversarial:
-        c, clipped = _clip_coefficient(float(residual[i]), float(inv_norm[i]), float(psi[i]))
+        c, clipped = clip_coefficients(residual[i : i + 1], inv_norm[i : i + 1], float(psi[i]))
+        c, clipped = float(c[0]), bool(clipped[0])
         assert clipped and abs(c) * inv_norm[i] <= psi[i]
         assert math.copysign(1.0, c) == math.copysign(1.0, residual[i])
         assert abs(c) * inv_norm[i] == pytest.approx(psi[i], rel=1e-14)  # still a clip to psi
-    assert _clip_coefficient(-2.0, 0.5, 1.0) == (-2.0, False)  # at the threshold: unchanged
+    # vectorised, the same guarantee at once
+    r_all, n_all = residual[adversarial], inv_norm[adversarial]
+    c_all, clipped_all = clip_coefficients(r_all, n_all, 1.0)
+    np.testing.assert_array_equal(clipped_all, np.abs(r_all) * n_all > 1.0)
+    assert np.all(np.abs(c_all) * n_all <= 1.0)
+    np.testing.assert_array_equal(c_all[~clipped_all], r_all[~clipped_all])
+    c, clipped = clip_coefficients(np.array([-2.0]), np.array([0.5]), 1.0)
+    assert (c[0], clipped[0]) == (-2.0, False)  # at the threshold: unchanged
     with pytest.raises(ValueError, match="non-finite"):
-        _clip_coefficient(math.inf, 1.0, 1.0)
+        clip_coefficients(np.array([math.inf]), np.array([1.0]), 1.0)
 
 
 def test_clipped_gradients_in_a_run_stay_within_psi_in_the_sigma_norm(monkeypatch):
-    """Wrap the tree to see every clipped gradient of a run with a non-identity Σ (an l2 clip
-    would fail). An independent Mahalanobis norm of the float vector differs from the scalar
-    |c| ||x||_{Σ^-1} by rounding only: 1e-12 relative (notes/003.md §8.3 item 2)."""
-    import privopt.algorithms.ftrl_sigma as module
-
+    """Wrap the Σ^-1-norm model to see every clipped gradient of a run with a non-identity Σ (an
+    l2 clip would fail). An independent Mahalanobis norm of the float vector differs from the
+    scalar |c| ||x||_{Σ^-1} by rounding only: 1e-12 relative (notes/003.md §8.3 item 2)."""
     data = _small(n=64, d=5)
     cov = LowRankPlusRidgeCovariance(data.public_X, ridge=0.05)
     added = []
+    real = SigmaNormLinearModel.batch_gradient_sum
 
-    class Recording(PrefixSumTree):
-        def add(self, value, std):
-            added.append(np.array(value))
-            return super().add(value, std)
+    def recording(self, *args, **kwargs):
+        total, fraction = real(self, *args, **kwargs)
+        added.append(np.array(total))
+        return total, fraction
 
-    monkeypatch.setattr(module, "PrefixSumTree", Recording)
+    monkeypatch.setattr(SigmaNormLinearModel, "batch_gradient_sum", recording)
     psi = 0.3
     run = ftrl_sigma_pass(
         data.X * 7.0,
@@ -453,7 +461,7 @@ def test_clipped_gradients_in_a_run_stay_within_psi_in_the_sigma_norm(monkeypatc
         covariance=cov,
         rng=np.random.default_rng(0),
     )
-    assert run.clipped.mean() > 0.5
+    assert len(added) == 64 and run.clipped.mean() > 0.5
     norms = np.asarray(cov.inv_norm(np.asarray(added)), dtype=float)
     assert np.all(norms <= psi * (1 + 1e-12))
     np.testing.assert_allclose(norms[run.clipped], psi, rtol=1e-12)
@@ -476,3 +484,53 @@ def test_per_record_diagnostics_are_released_only_on_request():
     assert shown.info["clipped_fraction"] == pytest.approx(shown.trace.clip_fraction.mean())
     assert any("clip_fraction" in r for r in shown.report.non_private_releases)
     np.testing.assert_array_equal(shown.coef, fit.coef)  # same run, only the release differs
+
+
+def test_the_last_row_given_reaches_the_output_through_the_secret_order():
+    """TRUST.md's open question: with every other record null, a canary given as the last row
+    moved the released coefficients by exactly 0 at any epsilon. Algorithm 1's output averages
+    w_0 .. w_{N-1}, and the gradient of step N-1 reaches only w_N: the rows were used in the
+    order given, so the last row given never influenced the output (a utility bug; privacy
+    was never at stake). The pass now reads the rows in a secret uniform order (FixedBatches(1),
+    the permutation being the fit's first draw), so the canary at secret position pos moves the
+    average by eta z (N - 1 - pos) / N (its step w -> w + eta z lasts N - 1 - pos iterates)."""
+    n, eta = 400, 0.1 / math.sqrt(400)
+    z = np.full(2, 1 / math.sqrt(2))
+    without_X, without_y = np.zeros((n, 2)), np.zeros(n)
+    with_X, with_y = without_X.copy(), without_y.copy()
+    with_X[-1], with_y[-1] = z, 1.0
+    args = dict(
+        epsilon=1e6, delta=1e-5, learning_rate=eta, residual="fixed", threshold=1.0,
+        neighbouring="zero-out",
+    )  # fmt: skip
+    for seed in range(5):
+        coef = dp_ftrl_sigma(with_X, with_y, rng=np.random.default_rng(seed), **args).coef
+        base = dp_ftrl_sigma(without_X, without_y, rng=np.random.default_rng(seed), **args).coef
+        position = int(np.flatnonzero(np.random.default_rng(seed).permutation(n) == n - 1)[0])
+        # the canary's residual is -1 + <z, w_pos>, w_pos pure noise (measured relative effect
+        # up to 1e-5 at this epsilon); later noise cancels in the difference (same seed)
+        np.testing.assert_allclose(coef - base, eta * z * (n - 1 - position) / n, rtol=1e-3)
+
+
+def test_estimator_canary_changes_the_coefficients():
+    """The black-box form of the check (TRUST.md): DPLinearRegression(method="ftrl-sigma") at
+    epsilon 1e6, public bounds [-1, 1], null base rows and a corner canary given last. One SGD
+    step moves the coefficients by about 2.5e-3 (eta = 0.1 / sqrt(N) = 0.005 times |z_i| 0.707
+    scaled back by 1 / sqrt(2)), times (N - 1 - pos) / N at the canary's secret position:
+    measured median 1.2e-3 over seeds 0-9; it was exactly 0 before the secret order."""
+    from privopt.estimators import DPLinearRegression
+
+    n = 400
+    X, y = np.zeros((n, 2)), np.zeros(n)
+    X_c, y_c = X.copy(), y.copy()
+    X_c[-1], y_c[-1] = 1.0, 1.0
+    moved = []
+    for seed in range(5):
+        kw = dict(
+            epsilon=1e6, delta=1e-5, method="ftrl-sigma", fit_intercept=False,
+            feature_bounds=(-1.0, 1.0), target_bounds=(-1.0, 1.0), random_state=seed,
+        )  # fmt: skip
+        with_canary = DPLinearRegression(**kw).fit(X_c, y_c).coef_
+        without = DPLinearRegression(**kw).fit(X, y).coef_
+        moved.append(float(np.max(np.abs(with_canary - without))))
+    assert np.median(moved) > 5e-4 and max(moved) < 2.6e-3

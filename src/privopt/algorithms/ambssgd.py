@@ -9,6 +9,14 @@ One pass over a secret uniform permutation, in T disjoint rounds of s + b record
                               + alpha_g (2 zeta_t / b) g_t ),   g_t ~ N(0, I)
     return the average of the last T - floor(T/2) iterates
 
+On the training core (:func:`ambssgd_plan` -> :func:`privopt.training.execute`), line by line:
+``Rounds(T, b, s)`` draws the permutation and cuts the rounds; the clip source
+``DPStatThreshold(B, alpha_s, K, margin, clip_scale)`` releases gamma_t from the stat rows at w_t;
+the linear model clips the gradient rows at zeta_t through :mod:`privopt.clipping`; the
+independent stream (unit clip, std 2 alpha_g) scaled by zeta_t is the noise; ``SGD(eta)`` and
+the ``"tail"`` average are post-processing. The plan's ``recorded_events()`` are the ledger's
+entries: per round partition ("round", t), the DP-STAT event and ``GaussianEvent(2, 2 alpha_g)``.
+
 Privacy (replace-one neighbours, notes/000.md §4.4). Within a round, DP-STAT is 1/alpha_s-GDP
 (K counts of sensitivity 1 and std alpha_s sqrt(K)) and the gradient step is 1/alpha_g-GDP
 (sensitivity 2 eta zeta_t / b, std 2 eta zeta_t alpha_g / b) whatever zeta_t is, since zeta_t is a
@@ -29,6 +37,7 @@ post-process private outputs):
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import asdict, dataclass
 
@@ -37,17 +46,18 @@ import numpy as np
 from privopt._validate import (
     check_count,
     check_finite,
-    check_nonnegative,
     check_positive,
     check_probability,
 )
-from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_mu, zcdp_rho
-from privopt.algorithms.result import FitTrace, release_diagnostics
-from privopt.clipping import clip_factors, dp_stat, dp_stat_margin, row_norms
-from privopt.noise.rng import gaussian_noise
+from privopt.accounting import PrivacyLedger, gdp_mu, zcdp_rho
+from privopt.algorithms.result import FitTrace
+from privopt.clipping.dp_stat import check_margin, dp_stat_margin
+from privopt.training import SGD, Rounds, TrainingPlan, execute
+from privopt.training.thresholds import DPStatThreshold
 
 __all__ = [
     "AMBSSGDConfig",
+    "ambssgd_plan",
     "dp_ambssgd",
     "noise_multipliers",
     "practical_config",
@@ -93,11 +103,7 @@ class AMBSSGDConfig:
         check_positive("clip_scale", self.clip_scale)
         check_positive("domain", self.domain)
         check_count("stat_queries", self.stat_queries)
-        if isinstance(self.margin, str):
-            if self.margin != "auto":
-                raise ValueError(f"Expected margin 'auto' or a number >= 0, got {self.margin!r}.")
-        else:
-            check_nonnegative("margin", self.margin)
+        check_margin(self.margin)
 
     @property
     def records_needed(self) -> int:
@@ -272,6 +278,32 @@ def practical_config(
     )
 
 
+def ambssgd_plan(n: int, config: AMBSSGDConfig, shuffle: str = "rows") -> TrainingPlan:
+    """Algorithm 2 as a plan of the training core, built from the configuration only.
+
+    Rounds of s stat + b gradient rows; the threshold zeta_t = clip_scale * DP-STAT (its event:
+    K counts of std alpha_s sqrt(K)); the gradient stream at the unit clip with noise
+    multiplier 2 alpha_g (replace-one: two unit-clipped contributions differ by at most 2), so
+    each round's gradient step is ``GaussianEvent(2, 2 alpha_g)``, mu = 1/alpha_g; the noise
+    on w is eta zeta_t 2 alpha_g / b (post-processing by the public eta zeta_t / b).
+    """
+    return TrainingPlan(
+        n,
+        Rounds(config.steps, config.batch_size, config.stat_size, shuffle),
+        clip_norm=1.0,
+        noise_multiplier=2.0 * config.grad_noise_multiplier,
+        neighbouring="replace-one",
+        label="clipped gradient step",
+        private_threshold=DPStatThreshold(
+            config.domain,
+            config.stat_noise_multiplier,
+            config.stat_queries,
+            config.margin,
+            config.clip_scale,
+        ),
+    )
+
+
 def dp_ambssgd(
     Z: np.ndarray,
     t: np.ndarray,
@@ -302,7 +334,8 @@ def dp_ambssgd(
 
     Returns:
         (w_bar, trace, info): the tail-averaged iterate, per-round diagnostics (clip threshold,
-        clip fraction, noise std, gamma), and the configuration with the number of unused rows.
+        clip fraction, noise std on w, gamma), and the configuration with the number of unused
+        rows and the plan (``info["plan"]``).
     """
     if ledger.neighbouring.value not in ("replace-one", "zero-out"):
         raise ValueError(
@@ -315,75 +348,27 @@ def dp_ambssgd(
         ledger.assume("DP-AMBSSGD uses its replace-one sensitivities, which bound zero-out's")
     Z = np.asarray(Z, dtype=float)
     t = np.asarray(t, dtype=float)
-    n, p = Z.shape
+    n = Z.shape[0]
     if config.records_needed > n:
         raise ValueError(
             f"DP-AMBSSGD with T={config.steps}, b={config.batch_size}, s={config.stat_size} needs "
             f"{config.records_needed} rows, got {n}."
         )
-    if shuffle == "rows":
-        order = rng.permutation(n)  # secret; never released
-        # One pass for all row norms; per-example gradient norms are then |r_i| ||z_i|| (closed
-        # form, no gradient matrix). Rounds read their rows in sorted index order: the mini-batch
-        # mean and DP-STAT's count do not depend on the order within a round, and sorted gathers
-        # stream through memory instead of jumping.
-        norms_all = row_norms(Z)
-    elif shuffle != "none":
+    if shuffle not in ("rows", "none"):
         raise ValueError(f"Expected shuffle in ('rows', 'none'), got {shuffle!r}.")
-    w = np.zeros(p)
-    tail_sum = np.zeros(p)
-    tail_start = config.steps // 2
-    eta, b, s = config.learning_rate, config.batch_size, config.stat_size
-    gammas, zetas, fractions, stds = [], [], [], []
-    for step in range(config.steps):
-        start = step * (b + s)
-        if shuffle == "rows":
-            stat_rows = np.sort(order[start : start + s])
-            grad_rows = np.sort(order[start + s : start + s + b])
-            zs, ts = Z[stat_rows], t[stat_rows]
-            zb, tb = np.take(Z, grad_rows, axis=0), t[grad_rows]
-            zb_norms = norms_all[grad_rows]
-        else:  # contiguous rounds: views, no copies
-            zs, ts = Z[start : start + s], t[start : start + s]
-            zb, tb = Z[start + s : start + s + b], t[start + s : start + s + b]
-            zb_norms = row_norms(zb)
-        residuals = np.abs(zs @ w - ts)
-        stat = dp_stat(
-            residuals,
-            domain=config.domain,
-            noise_multiplier=config.stat_noise_multiplier,
-            rng=rng,
-            queries=config.stat_queries,
-            margin=config.margin,
-        )
-        ledger.record(
-            GaussianEvent(1.0, stat.count_std, count=stat.queries, label="DP-STAT residual bound"),
-            partition=("round", step),
-        )
-        zeta = config.clip_scale * stat.gamma
-        r = zb @ w - tb
-        norms = np.abs(r) * zb_norms
-        factors = clip_factors(norms, zeta)
-        gradient = zb.T @ (r * factors) / b
-        sensitivity = 2.0 * eta * zeta / b
-        std = sensitivity * config.grad_noise_multiplier
-        ledger.record(
-            GaussianEvent(sensitivity, std, label="clipped gradient step"),
-            partition=("round", step),
-        )
-        w = w - eta * gradient + gaussian_noise(rng, std, p)
-        if step >= tail_start:
-            tail_sum += w
-        gammas.append(stat.gamma)
-        zetas.append(zeta)
-        fractions.append(float(np.mean(factors < 1.0)))
-        stds.append(std)
-    trace = FitTrace(
-        clip_threshold=np.array(zetas),
-        clip_fraction=np.array(fractions),
-        noise_std=np.array(stds),
-        extra={"gamma": np.array(gammas)},
-    )
     info = {**asdict(config), "unused_rows": n - config.records_needed, "mu": config.mu}
-    trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
-    return tail_sum / (config.steps - tail_start), trace, info
+    w, trace, info = execute(
+        ambssgd_plan(n, config, shuffle),
+        "linear",
+        SGD(config.learning_rate),
+        Z,
+        t,
+        rng=rng,
+        averaging="tail",
+        ledger=ledger,
+        diagnostics=diagnostics,
+        info=info,
+    )
+    # the noise added to w: eta times the direction's zeta_t 2 alpha_g / b
+    trace = dataclasses.replace(trace, noise_std=config.learning_rate * trace.noise_std)
+    return w, trace, info

@@ -9,11 +9,16 @@ For t = 0..N-1 (one training example per step, w_0 = 0), with notes/003.md §2.1
     w_{t+1} = -eta g~_<=t
     output  (1/N) sum_{t=0}^{N-1} w_t        (includes w_0 = 0, excludes w_N)
 
-The clipping norm is the non-squared Mahalanobis norm sqrt(v^T Σ^{-1} v) with the same Σ as the
-noise (notes/003.md §1 [FIX], §3.4 item 1); ||x (x^T w - y)||_{Σ^-1} = |x^T w - y| ||x||_{Σ^-1}, so
-no d x d matrix is formed. The tree is :class:`privopt.noise.PrefixSumTree`, the streaming form of
-:class:`~privopt.noise.TreeAggregation` (popcount(t + 1) nodes per prefix, noise drawn once per
-node at completion, at the scale passed then).
+On the training core (:func:`ftrl_sigma_plan` -> :func:`privopt.training.execute`), line by line:
+the records are read one per step in a secret uniform order (``FixedBatches(1)``: one shuffled
+pass; the paper's rows are i.i.d., and without the shuffle the last row given, whose gradient
+reaches only the excluded w_N, would never influence the output); the clip source
+:class:`~privopt.training.ResidualThreshold` gives psi_t; :class:`~privopt.training.
+SigmaNormLinearModel` clips in the non-squared Mahalanobis norm sqrt(v^T Σ^{-1} v) through
+:mod:`privopt.clipping` (||x (x^T w - y)||_{Σ^-1} = |x^T w - y| ||x||_{Σ^-1}: no d x d matrix,
+notes/003.md §1 [FIX], §3.4 item 1); the tree's noise (:class:`privopt.noise.TreeAggregation`,
+popcount(t + 1) nodes per prefix, a node drawn once at completion at tau psi_max, in Σ) enters
+as per-step increments, so ``SGD(eta)`` on them is line 9 and the ``"inputs"`` average is line 10.
 
 Privacy (Theorem 4.1 with notes/003.md §3.3's [FIX]). A training example is a leaf of the tree and
 belongs to at most k = floor(log2 N) + 1 complete nodes (:meth:`TreeAggregation.levels`; the
@@ -46,11 +51,9 @@ psi_max, the noise scale of every tree node, so l_t is a release about the estim
 * ``"fixed"``: a public ``threshold``.
 
 Every threshold is checked: ``threshold``, ``clip_constant`` and ``residual_fallback`` must be
-finite and > 0, and :func:`ftrl_sigma_pass` refuses any psi_t that is not (a negative psi made
-the node noise tau max(0, psi) = 0, a NaN disabled the clipping, +inf gave NaN noise, all with a
-report saying epsilon = 1); +inf, no clipping, is allowed only with tau = 0 (the non-private SGD
-reduction). Clipping uses :func:`privopt.clipping.clip_factors` on the scalar Mahalanobis norm,
-so the clipped norm never exceeds psi_t by rounding.
+finite and > 0, and every psi_t must be too (a negative psi made the node noise tau max(0, psi)
+= 0, a NaN disabled the clipping, +inf gave NaN noise); +inf, no clipping, is allowed only with
+tau = 0 (the non-private SGD reduction of :func:`ftrl_sigma_pass`).
 
 Diagnostics. Which steps were clipped (``trace.clip_fraction``, ``info["clipped_fraction"]``) is
 computed from the private rows without noise, one record per step: it is returned only with
@@ -68,26 +71,44 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.accounting import (
-    ApproxDPEvent,
-    GaussianEvent,
-    PrivacyLedger,
-    calibrate_gaussian_sigma,
+from privopt.accounting import ApproxDPEvent, PrivacyLedger, calibrate_gaussian_sigma
+from privopt.algorithms.ftrl_sigma_setup import (
+    ResidualLevels,
+    all_finite,
+    as_float_rows,
+    as_real_arg,
+    check_estimating_rows,
+    checked_covariance,
+    derived_clip_constant,
+    external_estimating_rows,
+    resolve_residual,
+    secret_split,
+    split_sizes,
 )
-from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
-from privopt.clipping import clip_factors
-from privopt.clipping.residual_estimate import per_call_budget, residual_estimate, rows_needed
-from privopt.noise import CovarianceOperator, IdentityCovariance, PrefixSumTree
+from privopt.algorithms.result import FitResult
+from privopt.clipping.residual_estimate import per_call_budget
+from privopt.noise import IdentityCovariance, PrefixSumTree, TreeAggregation
+from privopt.training import (
+    SGD,
+    Averager,
+    FixedBatches,
+    ResidualThreshold,
+    RowData,
+    TrainingPlan,
+    execute,
+    iterate_rounds,
+)
+from privopt.training.gradients import SigmaNormLinearModel
 
 __all__ = [
     "FTRLSigmaPass",
     "calibrate_ftrl_sigma_tau",
     "dp_ftrl_sigma",
     "ftrl_sigma_pass",
+    "ftrl_sigma_plan",
     "public_clip_constant",
 ]
 
-RESIDUAL_OPTIONS = ("auto", "public", "private", "fixed")
 NEIGHBOURING = ("replace-one", "zero-out")
 
 
@@ -120,8 +141,9 @@ def calibrate_ftrl_sigma_tau(
         return math.sqrt(4.0 * levels * (math.log(1.0 / delta) + epsilon) / epsilon**2)
     if calibration != "exact":
         raise ValueError(f"Expected calibration in ('exact', 'paper'), got {calibration!r}.")
+    # the tree's unit sensitivity sqrt(k), as the plan's event computes it
     return calibrate_gaussian_sigma(
-        epsilon, delta, _unit_sensitivity(neighbouring) * math.sqrt(levels)
+        epsilon, delta, _unit_sensitivity(neighbouring) * TreeAggregation().sensitivity(steps)
     )
 
 
@@ -146,40 +168,6 @@ def public_clip_constant(public_X: np.ndarray, covariance: Any) -> float:
     return float(norms.max())
 
 
-def _check_threshold(t: int, psi: float, tau: float) -> float:
-    """psi_t from the threshold rule: finite and > 0 (+inf only when tau = 0, no noise)."""
-    if psi > 0 and (math.isfinite(psi) or (tau == 0.0 and psi == math.inf)):
-        return psi
-    raise ValueError(
-        f"The threshold rule returned psi_{t} = {psi!r}; expected a finite psi > 0 (a zero, "
-        "negative, NaN or infinite threshold removes the noise or the clipping; +inf is "
-        "allowed only with tau = 0, the non-private SGD reduction). DP-FTRL-Σ diverged if the "
-        "thresholds are estimated: use a smaller learning_rate."
-    )
-
-
-def _clip_coefficient(residual: float, inv_norm: float, psi: float) -> tuple[float, bool]:
-    """(c, clipped) with c x = CLIP(residual x, psi, Σ), so |c| ||x||_{Σ^-1} <= psi exactly.
-
-    The per-example gradient is residual x, of Mahalanobis norm |residual| ||x||_{Σ^-1}: the
-    factor comes from :func:`privopt.clipping.clip_factors` on that scalar norm (it never
-    overshoots psi by rounding), and the coefficient c = residual * factor is stepped towards 0
-    if the product rounds back above psi. Norms at or below psi pass unchanged (c = residual).
-    """
-    norm = abs(residual) * inv_norm
-    if not math.isfinite(norm):
-        raise ValueError(
-            "DP-FTRL-Σ diverged: a non-finite residual (the iterates overflowed); use a "
-            "smaller learning_rate."
-        )
-    if not norm > psi:
-        return residual, False
-    coefficient = residual * float(clip_factors(np.array([norm]), psi)[0])
-    while abs(coefficient) * inv_norm > psi:
-        coefficient = math.nextafter(coefficient, 0.0)
-    return coefficient, True
-
-
 def ftrl_sigma_pass(
     X: np.ndarray,
     y: np.ndarray,
@@ -190,7 +178,8 @@ def ftrl_sigma_pass(
     covariance: Any = None,
     rng: np.random.Generator,
 ) -> FTRLSigmaPass:
-    """The noisy pass of Algorithm 1 given tau and a threshold rule (no accounting).
+    """The noisy pass of Algorithm 1 given tau and a threshold rule (no accounting), in the
+    order the rows are given (the core's loop, :func:`privopt.training.iterate_rounds`).
 
     ``threshold(t, w) -> psi_t`` supplies the clipping level (C l_t); every psi_t must be finite
     and > 0 (``ValueError`` otherwise: a zero or negative psi would zero the node noise
@@ -198,105 +187,65 @@ def ftrl_sigma_pass(
     accepted only with tau = 0: then the pass adds no noise and is exactly constant-step SGD
     w_{t+1} = w_t - eta g_t (line 9 with no noise), the reduction the paper states.
     """
-    X = _as_float_rows(X)
+    X = as_float_rows(X)
     y = np.asarray(y, dtype=float)
     n, d = X.shape
-    tau = _as_real_arg("tau", tau)
+    tau = as_real_arg("tau", tau)
     if not (tau >= 0 and math.isfinite(tau)):
         raise ValueError(f"Expected a finite tau >= 0, got {tau!r}.")
     eta = check_positive("learning_rate", learning_rate)
     if not callable(threshold):
         raise ValueError(f"threshold must be a rule (t, w) -> psi_t, got {threshold!r}.")
     covariance = covariance or IdentityCovariance(d)
-    inv_norms = np.asarray(covariance.inv_norm(X), dtype=float)  # ||x_t||_{Σ^-1}, once per row
-    tree = PrefixSumTree(d, rng, None if isinstance(covariance, IdentityCovariance) else covariance)
-    w = np.zeros(d)
-    total = np.zeros(d)
-    thresholds = np.empty(n)
-    clipped = np.zeros(n, dtype=bool)
-    psi_max = 0.0
-    for t in range(n):
-        total += w
-        psi = _check_threshold(t, _as_real_arg("threshold", threshold(t, w)), tau)
-        psi_max = max(psi_max, psi)
-        thresholds[t] = psi
-        residual = float(X[t] @ w - y[t])
-        coefficient, clipped[t] = _clip_coefficient(residual, float(inv_norms[t]), psi)
-        std = tau * psi_max if tau > 0 else 0.0  # tau = 0: no noise (not 0 * inf = NaN)
-        noisy_prefix = tree.add(coefficient * X[t], std)
-        w = -eta * noisy_prefix
-    return FTRLSigmaPass(total / n, w, thresholds, clipped)
+    rule = ResidualThreshold(
+        threshold, covariance=_noise_covariance(covariance), allow_infinite=tau == 0.0
+    )
+    stream = None if tau == 0.0 else rule.open_stream(TreeAggregation(), d, tau, rng)
+    source, model = rule.start(), SigmaNormLinearModel(covariance)
+    averager = Averager("inputs", n, d)
+    rows = (np.array([t]) for t in range(n))
+    data = RowData(model, X, y, model.prepare(X))
+    average, fractions = _diverged_if_non_finite(
+        iterate_rounds, data, rows, n, stream, source, 1.0, SGD(eta), averager, np.zeros(d)
+    )
+    return FTRLSigmaPass(average, averager.last, np.asarray(source.thresholds), fractions > 0)
 
 
-def _as_real_arg(name: str, value: Any) -> float:
+def _noise_covariance(covariance: Any) -> Any:
+    return None if isinstance(covariance, IdentityCovariance) else covariance
+
+
+def _diverged_if_non_finite(function, *args, **kwargs):
+    """Run ``function``; a non-finite residual (overflowed iterates) is reported as divergence."""
     try:
-        return float(value)
-    except (TypeError, ValueError):
-        raise ValueError(f"Expected {name} to be a real number, got {value!r}.") from None
-
-
-def _as_float_rows(X) -> np.ndarray:
-    """X as a floating array without copying float32/float64 storage (memory maps stay maps)."""
-    X = np.asarray(X)
-    return X if np.issubdtype(X.dtype, np.floating) else X.astype(float)
-
-
-def _all_finite(X: np.ndarray, rows: int = 256) -> bool:
-    """Finiteness checked in row chunks (no N x d boolean temporary at d ~ 1e5)."""
-    return all(np.isfinite(X[i : i + rows]).all() for i in range(0, X.shape[0], rows))
-
-
-def _resolve_residual(residual: str, estimating_data) -> str:
-    """The RESIDUALEST option actually used; refuses option 1 on private training rows."""
-    if residual not in RESIDUAL_OPTIONS:
-        raise ValueError(f"Expected residual in {RESIDUAL_OPTIONS}, got {residual!r}.")
-    if residual == "auto":
-        return "public" if estimating_data is not None else "private"
-    if residual == "public" and estimating_data is None:
+        return function(*args, **kwargs)
+    except ValueError as exc:
+        if "non-finite" not in str(exc):
+            raise
         raise ValueError(
-            "residual='public' (RESIDUALEST option 1, no noise) needs public labeled rows in "
-            "estimating_data: without estimating_data it would run on a split of the private "
-            "training rows and release their residual level without noise. Pass public "
-            "estimating_data, or residual='private' (or 'auto', the default) to estimate "
-            "privately on a secret split of the training rows."
-        )
-    return residual
+            "DP-FTRL-Σ diverged: a non-finite residual (the iterates overflowed); use a "
+            "smaller learning_rate."
+        ) from exc
 
 
-def _external_estimating_rows(X, estimating_data) -> tuple[np.ndarray, np.ndarray]:
-    try:
-        X_est, y_est = (np.asarray(a, dtype=float) for a in estimating_data)
-    except (TypeError, ValueError):
-        raise ValueError("estimating_data must be a pair (X_est, y_est) of arrays.") from None
-    if X_est.ndim != 2 or X_est.shape[1] != X.shape[1] or y_est.shape != (X_est.shape[0],):
-        raise ValueError(
-            f"estimating_data must be (X_est, y_est) with {X.shape[1]} columns and one "
-            "target per row."
-        )
-    return X_est, y_est
-
-
-def _split_sizes(total: int, estimating_rows: int | None) -> tuple[int, int]:
-    """(training rows, estimating rows) of the secret split; public (from N and the arguments)."""
-    m = total - total // 2 if estimating_rows is None else estimating_rows
-    if not 1 <= m <= total - 1:
-        raise ValueError(
-            f"Expected 1 <= estimating_rows <= N - 1 = {total - 1} (N = {total} training rows), "
-            f"got {m}."
-        )
-    return total - m, m
-
-
-def _secret_split(X, y, estimating_rows: int, rng):
-    """A secret, data-independent split: a uniformly random set of rows estimates, the rest train.
-
-    Only sizes are public; which rows went where is not released (the permutation is drawn from
-    ``rng`` and used for nothing else).
-    """
-    order = rng.permutation(X.shape[0])
-    n = X.shape[0] - estimating_rows
-    train, est = order[:n], order[n:]
-    return X[train], y[train], X[est], y[est]
+def ftrl_sigma_plan(
+    n: int, tau: float, threshold: ResidualThreshold, neighbouring: str = "replace-one"
+) -> TrainingPlan:
+    """Algorithm 1 as a plan of the training core: one shuffled pass of single records, the
+    tree mechanism at noise multiplier tau on the unit clip (nodes scaled by psi_max), the
+    private threshold's releases. ``event()``: the tree, Mahalanobis sensitivity f sqrt(k)
+    (f = 2 replace-one) against std tau: mu = f sqrt(k) / tau."""
+    return TrainingPlan(
+        n,
+        FixedBatches(1),
+        clip_norm=1.0,
+        noise_multiplier=tau,
+        mechanism=TreeAggregation(),
+        neighbouring=neighbouring,
+        label=f"tree nodes on a leaf's path (k = {PrefixSumTree.levels(n)} levels), "
+        "Mahalanobis sensitivity",
+        private_threshold=threshold,
+    )
 
 
 def dp_ftrl_sigma(
@@ -375,7 +324,7 @@ def dp_ftrl_sigma(
     check_positive("epsilon", epsilon)
     check_probability("delta", delta)
     learning_rate = check_positive("learning_rate", learning_rate)
-    kind = _resolve_residual(residual, estimating_data)
+    kind = resolve_residual(residual, estimating_data)
     residual_every = check_count("residual_every", residual_every)
     residual_fallback = check_positive("residual_fallback", residual_fallback)
     if clip_constant is not None:
@@ -393,126 +342,36 @@ def dp_ftrl_sigma(
             )
         estimating_rows = check_count("estimating_rows", estimating_rows)
     _unit_sensitivity(neighbouring)
-    X = _as_float_rows(X)
+    X = as_float_rows(X)
     y = np.asarray(y, dtype=float)
     if X.ndim != 2 or y.shape != (X.shape[0],) or X.shape[0] < 2:
         raise ValueError("Expected X of shape (N, d) with N >= 2 and y of shape (N,).")
-    if not (_all_finite(X) and np.all(np.isfinite(y))):
+    if not (all_finite(X) and np.all(np.isfinite(y))):
         raise ValueError("X and y must be finite.")
-    covariance = covariance or IdentityCovariance(X.shape[1])
-    if not isinstance(covariance, CovarianceOperator):
-        raise ValueError(
-            f"covariance must be a privopt.noise covariance operator (e.g. "
-            f"LowRankPlusRidgeCovariance), got {type(covariance).__name__}."
-        )
-    if covariance.dim != X.shape[1]:
-        raise ValueError(
-            f"The covariance has dimension {covariance.dim} but X has {X.shape[1]} columns."
-        )
+    covariance = checked_covariance(covariance, X.shape[1])
     X_est = y_est = None
     if kind != "fixed" and not split:
-        X_est, y_est = _external_estimating_rows(X, estimating_data)
+        X_est, y_est = external_estimating_rows(X, estimating_data)
     if split:
-        n, m = _split_sizes(X.shape[0], estimating_rows)
+        n, m = split_sizes(X.shape[0], estimating_rows)
     else:
         n, m = X.shape[0], (0 if X_est is None else X_est.shape[0])
     if clip_constant is None and kind != "fixed":
-        if public_X is None:
-            raise ValueError("Give clip_constant C, or public_X to derive it from public rows.")
-        public_X = np.asarray(public_X, dtype=float)
-        if public_X.ndim != 2 or public_X.shape[1] != X.shape[1]:
-            raise ValueError(
-                f"public_X must have {X.shape[1]} columns like X; got shape {public_X.shape}."
-            )
-        derived = public_clip_constant(public_X, covariance)
-        if not (math.isfinite(derived) and derived > 0):
-            raise ValueError(
-                f"The clip_constant C derived from public_X is {derived!r}; expected a finite "
-                "C > 0 (public_X must be finite with a non-zero row). Give clip_constant."
-            )
-        clip_constant = derived
-    sensitivity = _unit_sensitivity(neighbouring) * math.sqrt(PrefixSumTree.levels(n))
+        clip_constant = derived_clip_constant(public_X, X.shape[1], covariance)
     tau = calibrate_ftrl_sigma_tau(epsilon, delta, n, neighbouring, calibration)
 
     calls = math.ceil(n / residual_every) if kind != "fixed" else 0
-    scratch = PrivacyLedger(neighbouring)
     eps_call, delta_call = per_call_budget(epsilon, delta, max(calls, 1))
     if kind == "private":  # public sizes only: fail before any private row is read
-        needed = rows_needed("private", horizon=n, epsilon=eps_call, delta=delta_call)
-        if m < needed:
-            source = (
-                f"the secret split of the N = {X.shape[0]} training rows gives {m}"
-                if split
-                else f"estimating_data has {m}"
-            )
-            raise ValueError(
-                f"Private residual estimates (RESIDUALEST option 2, {calls} calls at "
-                f"epsilon={epsilon:g}, delta={delta:g}) need at least {needed} estimating rows; "
-                f"{source}. Pass more rows (estimating_rows, estimating_data), a larger "
-                "residual_every (fewer calls), public labeled rows as estimating_data "
-                "(residual='public'), or residual='fixed' with a public threshold."
-            )
+        check_estimating_rows(m, n, calls, (epsilon, delta), (eps_call, delta_call), split, X)
     if split:
-        X_train, y_train, X_est, y_est = _secret_split(X, y, m, rng)
+        X_train, y_train, X_est, y_est = secret_split(X, y, m, rng)
     else:
         X_train, y_train = X, y
-    state = {"level": None, "calls": 0}
-
-    def threshold_rule(t: int, w: np.ndarray) -> float:
-        if kind == "fixed":
-            return threshold
-        if t % residual_every == 0:
-            fallback = state["level"] if state["level"] is not None else residual_fallback
-            kwargs: dict[str, Any] = {"horizon": n}
-            if kind == "private":
-                kwargs.update(
-                    epsilon=eps_call,
-                    delta=delta_call,
-                    rng=rng,
-                    ledger=scratch,
-                    fallback=fallback,
-                    option=2,
-                )
-            else:
-                kwargs.update(option=1)
-            try:
-                state["level"] = residual_estimate(X_est, y_est, w, **kwargs).level
-            except ValueError as exc:
-                if "overflow" not in str(exc):
-                    raise
-                raise ValueError(
-                    "DP-FTRL-Σ diverged: the noise fed back through the residual thresholds "
-                    "(eta tau C sqrt(tr(H Σ))) is too large; use a smaller learning_rate."
-                ) from exc
-            state["calls"] += 1
-        return clip_constant * max(state["level"], 1e-12)
-
-    run = ftrl_sigma_pass(
-        X_train,
-        y_train,
-        tau=tau,
-        learning_rate=learning_rate,
-        threshold=threshold_rule,
-        covariance=covariance,
-        rng=rng,
-    )
-    ledger = ledger if ledger is not None else PrivacyLedger(neighbouring)
-    ledger.record(
-        GaussianEvent(
-            sensitivity,
-            tau,
-            label=f"tree nodes on a leaf's path (k = "
-            f"{PrefixSumTree.levels(n)} levels), Mahalanobis sensitivity",
-        ),
-        partition=partition if partition is not None else ("training" if calls else None),
-    )
-    if kind == "private":
-        ledger.record(
-            ApproxDPEvent(
-                eps_call, delta_call, count=state["calls"], label="RESIDUALEST stability histograms"
-            ),
-            partition="estimating",
-        )
+    threshold_rule = ResidualLevels(
+        kind, X_est, y_est, n, clip_constant, threshold, residual_every, residual_fallback,
+        (eps_call, delta_call), rng, PrivacyLedger(neighbouring),
+    )  # fmt: skip
     if kind == "fixed":
         source = "a fixed public threshold psi"
     elif split:
@@ -522,12 +381,48 @@ def dp_ftrl_sigma(
         )
     else:
         source = f"{kind} residual estimates on the {m} estimating_data rows"
+    release = None
+    if kind == "private":
+        release = ApproxDPEvent(eps_call, delta_call, label="RESIDUALEST stability histograms")
+    rule = ResidualThreshold(
+        threshold_rule,
+        every=residual_every if kind != "fixed" else 1,
+        release=release,
+        covariance=_noise_covariance(covariance),
+        text=f"thresholds from {source}",
+    )
+    plan = ftrl_sigma_plan(n, tau, rule, neighbouring)
+    ledger = ledger if ledger is not None else PrivacyLedger(neighbouring)
+    iterates: list[np.ndarray] = []
+    info = {
+        "tau": tau,
+        "levels": PrefixSumTree.levels(n),
+        "sensitivity": plan.event().sensitivity,  # f sqrt(k), f = 2 under replace-one
+        "clip_constant": clip_constant,
+        "residual": kind,
+        "training_rows": n,
+        "estimating_rows": m,
+    }
+    w, trace, info = _diverged_if_non_finite(
+        execute,
+        plan,
+        SigmaNormLinearModel(covariance),
+        SGD(learning_rate),
+        X_train,
+        y_train,
+        rng=rng,
+        averaging="inputs",
+        ledger=ledger,
+        partition=partition if partition is not None else ("training" if calls else None),
+        callback=lambda step: iterates.append(step.w) if step.step == step.steps - 1 else None,
+        diagnostics=diagnostics,
+        info=info,
+    )
     for text in (
         "the number of training rows N is public",
         f"per-example gradients clipped in the Σ^-1 norm at psi_t = C l_t (C = "
         f"{clip_constant if clip_constant is not None else float('nan'):.4g}); the same Σ shapes "
         "the noise; Σ, C and eta are public",
-        f"thresholds from {source}",
         f"tau = {tau:.6g} ({calibration} calibration)",
     ):
         ledger.assume(text)
@@ -538,26 +433,12 @@ def dp_ftrl_sigma(
         )
     if kind == "private" and not split:
         ledger.assume("the estimating_data rows are disjoint from the training rows")
-    trace = FitTrace(
-        clip_threshold=run.thresholds,
-        clip_fraction=run.clipped.astype(float),
-        noise_std=np.maximum.accumulate(run.thresholds) * tau,
-    )
-    info = {
-        "tau": tau,
-        "levels": PrefixSumTree.levels(n),
-        "sensitivity": sensitivity,
-        "clip_constant": clip_constant,
-        "residual": kind,
-        "residual_calls": state["calls"],
-        "training_rows": n,
-        "estimating_rows": m,
-        "clipped_fraction": float(run.clipped.mean()),
-        "last": run.last,
-    }
-    trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)
+    info.update(residual_calls=threshold_rule.calls, last=iterates[-1])
+    if diagnostics:  # the same non-private indicators, summarised (disclosed with them)
+        info["clipped_fraction"] = float(trace.clip_fraction.mean())
+        ledger.disclose("clipped_fraction (diagnostic computed from the private data, no noise)")
     return FitResult(
-        coef=run.average,
+        coef=w,
         intercept=0.0,
         report=ledger.report(delta),
         trace=trace,

@@ -32,10 +32,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from privopt._validate import check_count, check_positive, check_probability
+from privopt._validate import check_count, check_nonnegative, check_positive, check_probability
 from privopt.noise.rng import gaussian_noise
 
-__all__ = ["DPStatResult", "dp_stat", "dp_stat_margin"]
+__all__ = ["DPStatResult", "check_margin", "dp_stat", "dp_stat_margin"]
 
 
 def dp_stat_margin(noise_multiplier: float, queries: int, failure_prob: float = 1e-3) -> float:
@@ -47,6 +47,15 @@ def dp_stat_margin(noise_multiplier: float, queries: int, failure_prob: float = 
     queries = check_count("queries", queries)
     failure_prob = check_probability("failure_prob", failure_prob)
     return noise_multiplier * math.sqrt(queries) * math.sqrt(2.0 * math.log(queries / failure_prob))
+
+
+def check_margin(margin: float | str) -> float | str:
+    """A valid DP-STAT margin: ``"auto"`` or a finite number >= 0 (checked before any data)."""
+    if isinstance(margin, str):
+        if margin != "auto":
+            raise ValueError(f"Expected margin 'auto' or a number >= 0, got {margin!r}.")
+        return margin
+    return check_nonnegative("margin", margin)
 
 
 @dataclass(frozen=True)

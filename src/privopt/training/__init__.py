@@ -3,7 +3,9 @@
 Every algorithm is ``paper config -> TrainingPlan -> calibrate -> run``:
 
 * :mod:`~privopt.training.batching`: Poisson sampling, fixed batches cycled over epochs (the
-  min-separation pattern), one shuffled pass, sampling without replacement;
+  min-separation pattern), one shuffled pass, sampling without replacement, seed 000's rounds;
+* :mod:`~privopt.training.thresholds`: clip sources (fixed, quantile-adaptive, DP-STAT per
+  round, RESIDUALEST) and the data handle the loop resolves row batches with;
 * :mod:`~privopt.training.plan`: :class:`TrainingPlan` (batches, clip, mechanism, noise,
   neighbouring relation) and its :meth:`~TrainingPlan.event`;
 * :mod:`~privopt.training.calibrate`: :func:`calibrate_noise_multiplier`, generic over an event
@@ -22,6 +24,8 @@ from privopt.training.batching import (
     CyclicPoissonSampling,
     FixedBatches,
     PoissonSampling,
+    Round,
+    Rounds,
     SampledWithoutReplacement,
     shuffled_pass,
 )
@@ -34,8 +38,15 @@ from privopt.training.gradients import (
     LossModel,
     as_model,
 )
-from privopt.training.loop import StepInfo, execute, iterate, open_stream, run
+from privopt.training.loop import StepInfo, execute, iterate, iterate_rounds, open_stream, run
 from privopt.training.plan import TrainingPlan
+from privopt.training.thresholds import (
+    ClipSource,
+    DPStatThreshold,
+    FixedClip,
+    ResidualThreshold,
+    RowData,
+)
 from privopt.training.updates import SGD, Projected, UpdateRule
 
 __all__ = [
@@ -43,8 +54,11 @@ __all__ = [
     "SGD",
     "Averager",
     "BatchStrategy",
+    "ClipSource",
     "CyclicPoissonSampling",
+    "DPStatThreshold",
     "FixedBatches",
+    "FixedClip",
     "GenericModel",
     "GradientModel",
     "LinearRegressionModel",
@@ -53,6 +67,10 @@ __all__ = [
     "PoissonSampling",
     "Projected",
     "QuantileClipping",
+    "ResidualThreshold",
+    "Round",
+    "Rounds",
+    "RowData",
     "SampledWithoutReplacement",
     "StepInfo",
     "TrainingPlan",
@@ -63,6 +81,7 @@ __all__ = [
     "event_epsilon",
     "execute",
     "iterate",
+    "iterate_rounds",
     "open_stream",
     "run",
     "shuffled_pass",

@@ -157,6 +157,19 @@ class AdaptiveClipController:
         self.clips: list[float] = []
         self.released: list[float] = []
 
+    # -- the clip-source protocol of privopt.training.thresholds --------------------------------
+    def threshold(self, step: int, w: np.ndarray, data: object, stat_rows: object) -> float:
+        """kappa_t: computed from the releases before step t only."""
+        return self.clip
+
+    def noise(self, stream: NoiseStream, clip: float) -> np.ndarray:
+        """The unit-clip stream's noise scaled back by kappa_t (post-processing)."""
+        return stream.next() * clip
+
+    def after_step(self, step: int, rows: int, fraction: float) -> None:
+        """Release the step's noisy count (unclipped rows, from the loop's fraction)."""
+        self.observe(step, rows - round(fraction * rows), rows)
+
     def observe(self, step: int, unclipped: int, batch_size: int) -> None:
         """Release step ``step``'s noisy centred count and update kappa (public from now on)."""
         self.clips.append(self.clip)

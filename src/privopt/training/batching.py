@@ -13,6 +13,9 @@ strategy                    batches                                 what the eve
                             batches, cycled in the same order       min-separation S = N // b
 :class:`SampledWithout\     each step draws b of N uniformly        sampling without replacement
 Replacement`                (independently across steps)            within a step (seed 002)
+:class:`Rounds`             a secret permutation cut into T         one participation; round t is
+                            disjoint rounds of s stat + b gradient  its own partition ("round",
+                            rows (seed 000; or contiguous rounds)   t): parallel composition
 ==========================  ======================================  ==============================
 
 ``FixedBatches(batch_size, epochs=1)`` is one shuffled pass of disjoint batches.
@@ -38,6 +41,8 @@ __all__ = [
     "CyclicPoissonSampling",
     "FixedBatches",
     "PoissonSampling",
+    "Round",
+    "Rounds",
     "SampledWithoutReplacement",
     "shuffled_pass",
 ]
@@ -282,4 +287,94 @@ class SampledWithoutReplacement(BatchStrategy):
         return (
             f"{self.num_steps} steps, each on {self.sample_size} of the {n} records drawn "
             "uniformly without replacement (secret), independently across steps"
+        )
+
+
+@dataclass(frozen=True)
+class Round:
+    """One step's rows: the gradient rows and, for seed 000, the disjoint stat rows from which
+    the step's private threshold is computed (index arrays, or slices of contiguous rows)."""
+
+    rows: np.ndarray | slice
+    stat: np.ndarray | slice | None = None
+
+    def __len__(self) -> int:
+        rows = self.rows
+        return len(range(*rows.indices(rows.stop))) if isinstance(rows, slice) else len(rows)
+
+
+@dataclass(frozen=True)
+class Rounds(BatchStrategy):
+    """Seed 000's rounds: T disjoint rounds of ``stat_size`` stat rows + ``batch_size`` gradient
+    rows, cut from a secret uniform permutation (``shuffle="rows"``, Algorithm 2) or contiguous
+    in the given order (``shuffle="none"``, for rows whose order is already random and
+    independent of the data). The N - T (s + b) rows left over are never read.
+
+    Every record is in at most one round, so round t is its own data partition ``("round", t)``
+    and the rounds compose in parallel; within a round the stat rows feed the threshold and the
+    gradient rows the clipped sum. Rounds read their rows in sorted index order (the sums do not
+    depend on the order within a round; sorted gathers stream through memory).
+    """
+
+    num_rounds: int
+    batch_size: int
+    stat_size: int = 0
+    shuffle: str = "rows"
+    name: str = "rounds"
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "num_rounds", check_count("num_rounds", self.num_rounds))
+        object.__setattr__(self, "batch_size", check_count("batch_size", self.batch_size))
+        object.__setattr__(self, "stat_size", check_count("stat_size", self.stat_size, minimum=0))
+        if self.shuffle not in ("rows", "none"):
+            raise ValueError(f"Expected shuffle in ('rows', 'none'), got {self.shuffle!r}.")
+
+    @property
+    def records_needed(self) -> int:
+        return self.num_rounds * (self.batch_size + self.stat_size)
+
+    @property
+    def rows_per_step(self) -> int:
+        return self.batch_size
+
+    def steps(self, n: int) -> int:
+        return self.num_rounds
+
+    def divisor(self, n: float) -> float:
+        return float(self.batch_size)
+
+    def participation(self, n: int) -> Participation:
+        return Participation.single()
+
+    @staticmethod
+    def partition(step: int) -> tuple[str, int]:
+        """The data partition of round ``step`` (disjoint rounds: parallel composition)."""
+        return ("round", step)
+
+    def rounds(self, n: int, rng: np.random.Generator) -> list[Round]:
+        """The T rounds; with ``shuffle="rows"`` the permutation is drawn from ``rng`` now."""
+        if self.records_needed > n:
+            raise ValueError(
+                f"{self.num_rounds} rounds of {self.stat_size} + {self.batch_size} rows need "
+                f"{self.records_needed} rows, got {n}."
+            )
+        s, width = self.stat_size, self.stat_size + self.batch_size
+        starts = range(0, self.records_needed, width)
+        if self.shuffle == "none":  # contiguous rounds: views, no copies
+            return [Round(slice(a + s, a + width), slice(a, a + s) if s else None) for a in starts]
+        order = rng.permutation(n)  # secret; never released
+        return [
+            Round(np.sort(order[a + s : a + width]), np.sort(order[a : a + s]) if s else None)
+            for a in starts
+        ]
+
+    def schedule(self, n: int, rng: np.random.Generator) -> Iterator[Round]:
+        return iter(self.rounds(n, rng))  # drawn now, before any noise key
+
+    def describe(self, n: int) -> str:
+        how = "a secret permutation" if self.shuffle == "rows" else "contiguous rows as given"
+        return (
+            f"{self.num_rounds} disjoint rounds of {self.stat_size} threshold + "
+            f"{self.batch_size} gradient rows from {how} (each record in at most one round: "
+            "parallel composition over rounds)"
         )

@@ -28,7 +28,9 @@ __all__ = [
     "LinearRegressionModel",
     "LogisticRegressionModel",
     "LossModel",
+    "SigmaNormLinearModel",
     "as_model",
+    "clip_coefficients",
     "parameter_count",
 ]
 
@@ -98,6 +100,56 @@ class LinearRegressionModel(_ResidualModel):
 
     def scalar_residual(self, z: float, y: float) -> float:
         return z - y
+
+
+class SigmaNormLinearModel(LinearRegressionModel):
+    """Squared loss clipped in the Σ^-1 norm (seed 003): ||r x||_{Σ^-1} = |r| ||x||_{Σ^-1}.
+
+    The per-row norms ||x_i||_{Σ^-1} come from the public covariance operator once per fit (no
+    d x d matrix); the factors from :func:`privopt.clipping.clip_factors` on |r_i| ||x_i||_{Σ^-1},
+    and the coefficient c_i = r_i f_i is stepped toward 0 where the product |c_i| ||x_i||_{Σ^-1}
+    (the clipped norm as computed) would round above the threshold.
+    """
+
+    name = "linear (sigma^-1 norm)"
+
+    def __init__(self, covariance: Any) -> None:
+        self.covariance = covariance
+
+    def prepare(self, X: np.ndarray, y: np.ndarray | None = None) -> np.ndarray:
+        return self.inv_norms(X)
+
+    def inv_norms(self, X: np.ndarray) -> np.ndarray:
+        return np.asarray(self.covariance.inv_norm(X), dtype=float).reshape(-1)
+
+    def _sum(self, w, X, y, clip, norms):
+        r = self.residuals(w, X, y)
+        if clip is None:
+            return X.T @ r, 0.0
+        coefficients, clipped = clip_coefficients(
+            r, self.inv_norms(X) if norms is None else norms, clip
+        )
+        return X.T @ coefficients, np.count_nonzero(clipped) / r.size if r.size else 0.0
+
+
+def clip_coefficients(
+    residuals: np.ndarray, norms: np.ndarray, clip: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """(c, clipped): c_i x_i = clip(r_i x_i) with |c_i| norms_i <= clip in floating point.
+
+    The factor is :func:`privopt.clipping.clip_factors`'s on the scalar norms |r_i| norms_i; the
+    product r_i f_i may round one ulp above, so it is stepped toward 0 until |c_i| norms_i <=
+    clip. Norms at or below the threshold pass unchanged (c_i = r_i).
+    """
+    residuals = np.asarray(residuals, dtype=float)
+    factors = clip_factors(np.abs(residuals) * norms, clip)
+    clipped = factors < 1.0
+    coefficients = residuals * factors
+    over = np.abs(coefficients) * norms > clip
+    while np.any(over):
+        coefficients[over] = np.nextafter(coefficients[over], 0.0)
+        over = np.abs(coefficients) * norms > clip
+    return coefficients, clipped
 
 
 class LogisticRegressionModel(_ResidualModel):

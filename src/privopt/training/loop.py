@@ -2,16 +2,25 @@
 
 ::
 
-    for t, batch in enumerate(plan.batches.schedule(N, rng)):       secret batches
-        g_t  = sum_{i in batch} clip_G(grad f(w_t; z_i))            model.clipped_gradient_sum
-        g~_t = (g_t + (B z)_t sigma G) / divisor                    plan.mechanism's stream
+    for t, batch in enumerate(plan.batches.schedule(N, rng)):       secret batches (or rounds)
+        G_t  = source.threshold(t, w_t, batch.stat)                 public: fixed, adaptive, or
+                                                                    a recorded private release
+        g_t  = sum_{i in batch} clip_{G_t}(grad f(w_t; z_i))        model.batch_gradient_sum
+        g~_t = (g_t + (B z)_t sigma G_t) / divisor                  plan.mechanism's stream
         w_{t+1}, state = update(w_t, g~_t, state, t)                post-processing
     output = averaging of the iterates                             post-processing
-    ledger.record(plan.event())                                   the plan's event, nothing else
+    ledger.record(plan.recorded_events())                          the plan's events, nothing else
 
 The noise is drawn only by the mechanism's stream (:mod:`privopt.noise`), keyed from ``rng`` or
 by a caller's ``noise_seed`` (which must then stay secret), so independent noise and any
-correlated mechanism are the same code path: swapping them is configuration.
+correlated mechanism are the same code path: swapping them is configuration. The clip sources
+(fixed, quantile-adaptive, seed 000's DP-STAT per round, seed 003's RESIDUALEST) are in
+:mod:`privopt.training.thresholds`.
+
+A backend that loads rows elsewhere (Dask) calls :func:`iterate_rounds` with its own
+:class:`~privopt.training.thresholds.RowData` (a model that resolves row-index batches on its
+handle) and the plan's schedule: the batches, thresholds and noise are drawn in the same order,
+so a seeded fit equals the in-memory one.
 """
 
 from __future__ import annotations
@@ -22,18 +31,20 @@ from typing import Any
 
 import numpy as np
 
-from privopt.accounting import PrivacyBudget, PrivacyLedger
+from privopt.accounting import Neighbouring, PrivacyBudget, PrivacyLedger
 from privopt.noise import SECRET_SEED_ASSUMPTION, Mechanism, NoiseStream, independent
 from privopt.noise.rng import derived_seed
 from privopt.training.adaptive import AdaptiveClipController
 from privopt.training.averaging import Averager
+from privopt.training.batching import Round, Rounds
 from privopt.training.gradients import GradientModel, as_model, parameter_count
 from privopt.training.kernels import single_row_iterate, single_row_rule
 from privopt.training.plan import TrainingPlan
 from privopt.training.result import FitResult, FitTrace, release_diagnostics
+from privopt.training.thresholds import ClipSource, FixedClip, RowData
 from privopt.training.updates import UpdateRule
 
-__all__ = ["StepInfo", "execute", "iterate", "open_stream", "run"]
+__all__ = ["StepInfo", "execute", "iterate", "iterate_rounds", "open_stream", "run"]
 
 
 @dataclass(frozen=True)
@@ -72,7 +83,7 @@ def iterate(
     w: np.ndarray,
     callback: Callable[[StepInfo], None] | None = None,
     single_row: bool = False,
-    adaptive: AdaptiveClipController | None = None,
+    adaptive: ClipSource | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """The iteration itself: clipped sum, the stream's noise, update, averaging, per step.
 
@@ -80,9 +91,10 @@ def iterate(
     clipping) exists only for non-private analysis objects such as
     :func:`privopt.algorithms.noisy_ftrl`. Returns (averaged output, per-step clip fractions).
     ``single_row=True`` (every batch has one row) lets :mod:`privopt.training.kernels` run the
-    same iteration on floats where the model and update allow it. With ``adaptive``, the clip of
-    each step is the controller's kappa_t (a function of earlier releases), the stream (at the
-    unit-clip std) is scaled by kappa_t, and each step's noisy count is released after it.
+    same iteration on floats where the model and update allow it. ``adaptive`` is any clip
+    source (:mod:`privopt.training.thresholds`): e.g. the quantile controller, whose clip at each
+    step is kappa_t (a function of earlier releases), the stream (at the unit-clip std) scaled by
+    kappa_t, each step's noisy count released after it. Both run :func:`iterate_rounds`.
     """
     prepared = model.prepare(X, y)
     rule = single_row_rule(model, update) if single_row and adaptive is None else None
@@ -91,20 +103,43 @@ def iterate(
         return single_row_iterate(
             model, X, y, schedule, steps, stream, clip, divisor, rule, averager, w, prepared, report
         )
+    source = FixedClip(clip) if adaptive is None else adaptive
+    data = RowData(model, X, y, prepared)
+    return iterate_rounds(
+        data, schedule, steps, stream, source, divisor, update, averager, w, callback
+    )
+
+
+def iterate_rounds(
+    data: RowData,
+    schedule: Iterable[Any],
+    steps: int,
+    stream: NoiseStream,
+    source: ClipSource,
+    divisor: float,
+    update: UpdateRule,
+    averager: Averager,
+    w: np.ndarray,
+    callback: Callable[[StepInfo], None] | None = None,
+) -> tuple[np.ndarray, np.ndarray]:
+    """The loop body, step by step as in the papers: threshold, clipped sum, noise, update.
+
+    ``schedule`` yields each step's row indices (an array) or a
+    :class:`~privopt.training.batching.Round` (gradient rows plus the stat rows of a private
+    threshold); ``data`` resolves them (:class:`~privopt.training.thresholds.RowData`: arrays
+    in memory, or a backend's handle). ``source`` gives G_t (public when it is used) and the
+    step's noise from ``stream``. Returns (averaged output, per-step fractions clipped).
+    """
     state = update.init(w)
     averager.begin(w)
     fractions = np.zeros(steps)
     for step, batch in enumerate(schedule):
-        if adaptive is not None:
-            clip = adaptive.clip  # kappa_t: public, from the releases before this step
-        if len(batch):
-            total, fraction = model.batch_gradient_sum(w, X, y, batch, clip, prepared)
-        else:  # an empty Poisson batch: only noise
-            total, fraction = np.zeros_like(w), 0.0
-        noise = stream.next()
-        if adaptive is not None:
-            noise *= clip  # unit-clip noise scaled back (post-processing)
-            adaptive.observe(step, len(batch) - round(fraction * len(batch)), len(batch))
+        rows, stat = (batch.rows, batch.stat) if isinstance(batch, Round) else (batch, None)
+        count = len(batch)
+        clip = source.threshold(step, w, data, stat)  # public before the rows below are read
+        total, fraction = data.gradient_sum(w, rows, clip, count)
+        noise = source.noise(stream, clip)
+        source.after_step(step, count, fraction)
         w, state = update.update(w, (total + noise) / divisor, state, step)
         averager.add(w, step)
         fractions[step] = fraction
@@ -146,14 +181,23 @@ def execute(
         raise ValueError(f"The plan is for {plan.num_records} records but X has {n} rows.")
     if np.shape(y)[:1] != (n,):
         raise ValueError(f"X has {n} rows but y has shape {np.shape(y)}.")
-    if ledger.neighbouring is not plan.neighbouring:
+    bound = plan.neighbouring is Neighbouring.REPLACE_ONE and ledger.neighbouring is (
+        Neighbouring.ZERO_OUT
+    )  # a null record is a valid record: replace-one events bound zero-out's
+    if ledger.neighbouring is not plan.neighbouring and not bound:
         raise ValueError(
             f"The plan is accounted under {plan.neighbouring.value!r} neighbours but the ledger "
             f"uses {ledger.neighbouring.value!r}."
         )
     event = plan.event()  # fails before any data is read if the plan is not calibrated
-    if budget is not None:  # issue 18: the plan's event is charged before any data is read
-        budget.charge([event], neighbouring=plan.neighbouring, label=f"training plan {event!r}")
+    recorded = plan.recorded_events(partition)  # every release of the run, from the plan
+    if budget is not None:  # issue 18: the plan's events are charged before any data is read
+        # disjoint rounds compose in parallel: a record pays for one round's releases
+        charged = [
+            e for e, part in recorded
+            if not isinstance(plan.batches, Rounds) or part == Rounds.partition(0)
+        ]  # fmt: skip
+        budget.charge(charged, neighbouring=plan.neighbouring, label=f"training plan {event!r}")
     p = parameter_count(model, X, w0)
     w = np.zeros(p) if w0 is None else np.asarray(w0, dtype=float).copy()
     if w.shape != (p,) or not np.all(np.isfinite(w)):
@@ -161,7 +205,11 @@ def execute(
     steps, divisor = plan.steps, plan.divisor
     schedule = plan.batches.schedule(n, rng)  # FixedBatches draws its permutation here
     adaptive = None
-    if plan.adaptive_clipping is None:
+    if plan.private_threshold is not None:  # a unit-clip stream scaled by each released G_t
+        opener = getattr(plan.private_threshold, "open_stream", open_stream)
+        stream = opener(plan.mechanism, p, plan.noise_std, rng, noise_seed, stream_options)
+        adaptive = plan.private_threshold.start(rng)
+    elif plan.adaptive_clipping is None:
         stream = open_stream(plan.mechanism, p, plan.noise_std, rng, noise_seed, stream_options)
     else:  # unit-clip gradient stream at sigma_g; the counts' own independent stream
         sigma_g = plan.gradient_noise_multiplier
@@ -185,22 +233,30 @@ def execute(
         averager,
         w,
         callback,
-        single_row=plan.batches.rows_per_step == 1,
+        single_row=plan.batches.rows_per_step == 1 and not isinstance(plan.batches, Rounds),
         adaptive=adaptive,
     )
-    ledger.record(event, partition=partition)
+    for release, part in recorded:
+        ledger.record(release, partition=part)
+    if bound:
+        ledger.assume(f"the plan's replace-one events ({plan.label}) bound zero-out's")
     for text in plan.assumptions():
         ledger.assume(text)
     if noise_seed is not None:
         ledger.assume(SECRET_SEED_ASSUMPTION)
+    extra: dict[str, np.ndarray] = {}
     if adaptive is None:
         clips = np.full(steps, plan.clip_norm)
         noise_std = np.full(steps, plan.noise_std / divisor)
+    elif plan.private_threshold is not None:  # released thresholds, node scales: public
+        clips = np.asarray(adaptive.thresholds, dtype=float)
+        noise_std = np.asarray(adaptive.scales, dtype=float) * plan.noise_std / divisor
+        extra = adaptive.extra()
     else:  # the clips in force and the noisy counts are public (released with noise)
         clips, released = adaptive.history()
         noise_std = clips * plan.gradient_noise_multiplier / divisor
         info = {**(info or {}), "released_counts": released, "final_clip": adaptive.estimate}
-    trace = FitTrace(clip_threshold=clips, clip_fraction=fractions, noise_std=noise_std)
+    trace = FitTrace(clips, fractions, noise_std, extra)
     details = {
         "plan": plan,
         "noise_multiplier": plan.noise_multiplier,

@@ -28,6 +28,12 @@ Privacy events (the sensitivities are computed, never assumed):
   batches' participation pattern and f = 1 (zero-out) or 2 (replace-one), and noise std sigma G.
 * Sampling without replacement, independent noise, replace-one: ``SampledGaussianEvent`` with
   noise multiplier sigma / 2 (replace-one sensitivity 2 G), accounted by dp_accounting's RDP.
+* Rounds (seed 000), independent noise: each round is one Gaussian step on its own disjoint
+  rows, recorded per partition ``("round", t)`` (parallel composition) by
+  :meth:`TrainingPlan.recorded_events`, after the round's private threshold release.
+* A private threshold (:mod:`privopt.training.thresholds`): the gradient stream runs at the
+  unit clip (``clip_norm=1``), so ``event()`` does not depend on the released thresholds; the
+  threshold's own releases are events built from its fields.
 """
 
 from __future__ import annotations
@@ -35,6 +41,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import math
+from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -65,6 +72,7 @@ from privopt.training.batching import (
     CyclicPoissonSampling,
     FixedBatches,
     PoissonSampling,
+    Rounds,
     SampledWithoutReplacement,
 )
 from privopt.training.calibrate import calibrate_noise_multiplier
@@ -109,6 +117,10 @@ class TrainingPlan:
     #: quantile-based adaptive clipping (:mod:`privopt.training.adaptive`); ``clip_norm`` is
     #: then the initial clip kappa_0 and the event is that of a fixed unit clip
     adaptive_clipping: QuantileClipping | None = None
+    #: a private threshold per step (:mod:`privopt.training.thresholds`: seed 000's DP-STAT,
+    #: seed 003's RESIDUALEST); ``clip_norm`` is then 1 (the unit clip of the gradient stream)
+    #: and the threshold's own releases are events built from its fields
+    private_threshold: Any = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
@@ -141,6 +153,28 @@ class TrainingPlan:
 
     def _check_combination(self) -> None:
         independent_noise = _is_independent(self.mechanism)
+        if self.private_threshold is not None:
+            if self.adaptive_clipping is not None or self.analysis is not None:
+                raise ValueError("A private threshold uses the plan's own analysis, alone.")
+            if self.clip_norm != 1.0:
+                raise ValueError(
+                    "With a private threshold the gradient stream runs at the unit clip: "
+                    f"use clip_norm=1.0, got {self.clip_norm!r}."
+                )
+            if not isinstance(self.batches, FixedBatches | Rounds):
+                raise ValueError("Private thresholds are analysed for rounds and fixed batches.")
+            if getattr(self.private_threshold, "needs_stat_rows", False) and not (
+                isinstance(self.batches, Rounds) and self.batches.stat_size > 0
+            ):
+                raise ValueError(
+                    "This threshold is computed from each round's own stat rows: use "
+                    "Rounds(..., stat_size > 0)."
+                )
+        if isinstance(self.batches, Rounds) and not independent_noise:
+            raise ValueError(
+                "Rounds compose in parallel only with independent noise; got "
+                f"{self.mechanism.name}."
+            )
         if self.adaptive_clipping is not None:
             if not isinstance(self.adaptive_clipping, QuantileClipping):
                 raise ValueError(
@@ -317,6 +351,35 @@ class TrainingPlan:
             self.sensitivity, sigma * self.clip_norm, label=f"{self.label} ({self.mechanism.name})"
         )
 
+    def recorded_events(
+        self, partition: Hashable | None = None
+    ) -> list[tuple[PrivacyEvent, Hashable | None]]:
+        """Every event of a run of this plan with its data partition, from the plan's fields.
+
+        Rounds (:class:`~privopt.training.batching.Rounds`): round t's releases (its private
+        threshold's, then the gradient step's ``event()``) on the partition ``("round", t)``,
+        composed in parallel. Other strategies: ``event()`` on ``partition``, and a private
+        threshold's releases on their own partitions (e.g. seed 003's estimating rows).
+        """
+        event = self.event()
+        steps = self.steps
+        extra = (
+            []
+            if self.private_threshold is None
+            else self.private_threshold.events(steps, Rounds.partition)
+        )
+        if not isinstance(self.batches, Rounds):
+            return [(event, partition), *extra]
+        by_round: dict[Hashable, list[PrivacyEvent]] = {}
+        for release, part in extra:
+            by_round.setdefault(part, []).append(release)
+        out: list[tuple[PrivacyEvent, Hashable | None]] = []
+        for t in range(steps):
+            part = Rounds.partition(t)
+            out += [(release, part) for release in by_round.pop(part, [])]
+            out.append((event, part))
+        return out + [(e, p) for p, events in by_round.items() for e in events]
+
     def calibrate(self, epsilon: float, delta: float, accountant: str = "auto") -> TrainingPlan:
         """A new plan whose noise makes this run alone (epsilon, delta)-DP (verified, rounded
         toward more noise; see :func:`privopt.training.calibrate_noise_multiplier`)."""
@@ -330,12 +393,16 @@ class TrainingPlan:
         out = [
             "the number of records N is public",
             f"per-example gradients clipped to l2 norm {self.clip_norm:g}"
-            if self.adaptive_clipping is None
-            else "per-example gradients clipped to the adaptive norm kappa_t",
+            if self.adaptive_clipping is None and self.private_threshold is None
+            else "per-example gradients clipped to the adaptive norm kappa_t"
+            if self.private_threshold is None
+            else "per-example gradients clipped to a threshold released before the step",
             self.batches.describe(self.num_records),
         ]
         if self.analysis is not None:
             out.append(f"privacy analysed by {type(self.analysis).__name__}")
+        if self.private_threshold is not None:
+            out.append(self.private_threshold.describe())
         if self.adaptive_clipping is not None:
             out.append(
                 self.adaptive_clipping.describe()
