@@ -23,6 +23,14 @@ and its gradient is evaluated at the two points ``x_t, x_{t-1}`` of that step on
 gradients in all). The **independent** variant (Theorem 15) replaces the SRG by the plain batch
 mean ``nabla_t = (1/B) sum clip(grad f(x_t, d))`` with independent noise on each step.
 
+On the training core (:mod:`privopt.training`) the fit reads: paper config
+(:func:`srgd_parameters`) -> :class:`~privopt.training.TrainingPlan` (one pass of T disjoint
+batches of B, clip ``clip_difference``, the tree as per-step increments, whose sum is the prefix
+noise ``zeta_t``, or independent noise; SRGD's analysis :class:`SRGDAnalysis`) -> the one
+calibration -> :func:`privopt.training.execute` with the SRG oracle
+(:class:`~privopt.training.recursive.RecursiveGradient`, ``clip_first`` at t = 0) and the
+linear coupling (:class:`~privopt.training.updates.LinearCoupling`, output ``y_T``).
+
 The rest of the method lives beside this module (its public names are re-exported here):
 
 * :mod:`privopt.algorithms.srgd_parameters`: :func:`srgd_parameters` (every public parameter
@@ -38,28 +46,35 @@ The rest of the method lives beside this module (its public names are re-exporte
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from privopt._validate import check_positive
-from privopt.accounting import PrivacyLedger, gaussian_delta
+from privopt.accounting import GaussianEvent, PrivacyLedger, gaussian_delta
 from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.algorithms.srgd_gradients import GradFn, resolve_problem, srgd_increment
 from privopt.algorithms.srgd_parameters import SRGDParameters, SRGDWarning, srgd_parameters
 from privopt.algorithms.srgd_privacy import (
     check_ledger,
     non_private_report,
-    record_release,
+    record_assumptions,
+    srgd_plan,
     tree_leaf_levels,
 )
 from privopt.losses import LinearLoss
-from privopt.noise import TreeAggregation
-from privopt.noise.rng import gaussian_noise
+from privopt.training import execute
+from privopt.training.averaging import Averager
+from privopt.training.loop import iterate
+from privopt.training.recursive import RecursiveGradient
+from privopt.training.updates import LinearCoupling
 
+# srgd_plan is importable here too; SRGDAnalysis lives in srgd_privacy (__all__ is pinned by
+# tests/theory/test_module_layout.py)
 __all__ = [
     "SRGDParameters",
     "SRGDStep",
@@ -86,9 +101,36 @@ class SRGDStep:
     z: np.ndarray
 
 
-def _project(w: np.ndarray, radius: float) -> np.ndarray:
-    norm = float(np.linalg.norm(w))
-    return w if norm <= radius else w * (radius / norm)
+class _Silent:
+    """The stream of ``noise=False`` (testing only): no noise at all."""
+
+    def __init__(self, dim: int) -> None:
+        self.dim = dim
+
+    def next(self) -> np.ndarray:
+        return np.zeros(self.dim)
+
+
+class _Recorder:
+    """Per-step public values (trace, callback) from the rule's observer: post-processing.
+    With ``diagnostics`` also ``||zeta_t|| = ||S^_t - S_t||`` (non-private; S_t never released)."""
+
+    def __init__(self, params, model, std, callback, diagnostics) -> None:
+        self.params, self.model, self.std, self.callback = params, model, std, callback
+        self.diagnostics, self.exact = diagnostics, 0.0
+        self.recursive = params.variant == "recursive"
+        self.stds: list[float] = []
+        self.noise_norms: list[float] = []
+
+    def __call__(self, t, released, x, y, z) -> None:
+        if self.diagnostics:
+            increment = self.model.log.last_sum / self.params.batch_size
+            self.exact = self.exact + increment if self.recursive else increment
+            self.noise_norms.append(float(np.linalg.norm(released - self.exact)))
+        scale = math.sqrt((t + 1).bit_count()) / (t + 1) if self.recursive else 1.0
+        self.stds.append(self.std * scale)  # std of the noise on nabla_t
+        if self.callback is not None:
+            self.callback(SRGDStep(t=t, released=released, x=x, y=y, z=z))
 
 
 def accelerated_dp_srgd(
@@ -193,70 +235,35 @@ def accelerated_dp_srgd(
         constants=constants,
         neighbouring=neighbouring,
     )
-    B, T, beta_ = params.batch_size, params.steps, params.beta
+    T = params.steps
     recursive = variant == "recursive"
 
-    order = rng.permutation(n)  # data-independent; the guarantee does not rely on its secrecy
-    assignment = np.full(n, -1, dtype=int)
-    assignment[order[: B * T]] = np.repeat(np.arange(T), B)
-    visits = np.zeros(n, dtype=int)
-    tree = TreeAggregation()
-    stream = tree.noise_stream(p, params.sigma, rng=rng) if noise and recursive else None
-
-    x = np.zeros(p)
-    z = np.zeros(p)
-    y_out = np.zeros(p)
-    x_prev: np.ndarray | None = None
-    prefix = np.zeros(p)
-    clip_thresholds, fractions, stds, max_norms, noise_norms = [], [], [], [], []
-    evaluations = 0
-    for t in range(T):
-        rows = np.sort(order[t * B : (t + 1) * B])
-        visits[rows] += 1
-        eta = float(t + 1)
-        t_srg = t if recursive else 0  # the independent variant's estimate restarts every step
-        increment, fraction, largest = srgd_increment(
-            gradient,
-            x,
-            x_prev,
-            t_srg,
-            X[rows],
-            y[rows],
-            clip_first=params.clip_first,
-            clip_difference=params.clip_difference,
-            batch_size=B,
-        )
-        evaluations += B if t_srg == 0 else 2 * B
-        clip_thresholds.append(params.clip_first if t_srg == 0 else params.clip_difference)
-        if recursive:
-            prefix = prefix + increment  # S_t = eta_t nabla_t
-            zeta = stream.next() if stream is not None else np.zeros(p)
-            released = prefix + zeta  # S^_t, the tree's noisy prefix sum
-            z_new = _project(z - z_step_scale * released / beta_, radius)
-            y_new = _project(x - released / (eta * beta_), radius)
-            stds.append(params.sigma * math.sqrt((t + 1).bit_count()) / eta if noise else 0.0)
-        else:
-            zeta = gaussian_noise(rng, params.sigma, p) if noise else np.zeros(p)
-            released = increment + zeta  # the noisy batch gradient nabla^_t
-            z_new = _project(z - z_step_scale * eta * released / beta_, radius)
-            y_new = _project(x - released / beta_, radius)
-            stds.append(params.sigma if noise else 0.0)
-        tau = 2.0 / (t + 3.0)
-        x_prev, x = x, (1.0 - tau) * y_new + tau * z_new
-        z, y_out = z_new, y_new
-        fractions.append(fraction)
-        max_norms.append(largest)
-        noise_norms.append(float(np.linalg.norm(zeta)))
-        if callback is not None:
-            callback(SRGDStep(t=t, released=released, x=x, y=y_out, z=z))
-
+    # paper config -> plan -> the one calibration -> run (privopt.training)
+    plan = srgd_plan(params).calibrate(epsilon, delta)
+    event = plan.event()
+    assert isinstance(event, GaussianEvent)  # SRGDAnalysis's
+    params = dataclasses.replace(
+        params, sensitivity=event.sensitivity, sigma=event.std, mu=event.mu
+    )  # what runs and is recorded (equal to srgd_parameters' to rounding)
+    model = RecursiveGradient(gradient, first_clip=params.clip_first, recursive=recursive)
+    recorder = _Recorder(params, model, params.sigma if noise else 0.0, callback, diagnostics)
+    rule = LinearCoupling(params.beta, radius, T, z_step_scale, recursive, observer=recorder)
+    w0 = np.zeros(p)
     if ledger is not None:
-        record_release(ledger, params, partition)
+        y_out, _, _ = execute(
+            plan, model, rule, X, y, rng=rng, ledger=ledger, partition=partition, w0=w0
+        )
+        record_assumptions(ledger, params)
         report = ledger.report(delta)
-    else:
+    else:  # noise=False (testing only): the plan's batches and iteration, no noise, no ledger
+        schedule = plan.batches.schedule(n, rng)
+        averager, silent = Averager("last", T, p), cast(Any, _Silent(p))
+        y_out, _ = iterate(
+            model, X, y, schedule, T, silent, plan.clip_norm, plan.divisor, rule, averager, w0
+        )
         report = non_private_report(params.delta, neighbouring)
 
-    sens = params.sensitivity
+    sens, log = params.sensitivity, model.log
     info: dict[str, Any] = {
         **params.to_dict(),
         "problem": description,
@@ -265,15 +272,16 @@ def accelerated_dp_srgd(
         "classical_delta": gaussian_delta(params.classical_sigma, params.epsilon, sens),
         "paper_budget_delta": gaussian_delta(params.paper_budget_sigma, params.epsilon, sens),
         "exact_delta": gaussian_delta(params.sigma, params.epsilon, sens),
-        "batch_assignment": assignment,
-        "visits": visits,
-        "gradient_evaluations": evaluations,
+        "batch_assignment": log.assignment,
+        "visits": log.visits,
+        "gradient_evaluations": log.evaluations,
     }
+    first = np.arange(T) == 0 if recursive else np.ones(T, dtype=bool)
     trace = FitTrace(
-        clip_threshold=np.asarray(clip_thresholds, dtype=float),
-        clip_fraction=np.asarray(fractions),
-        noise_std=np.asarray(stds),
-        extra={"max_norm": np.asarray(max_norms), "noise_norm": np.asarray(noise_norms)},
+        clip_threshold=np.where(first, params.clip_first, params.clip_difference or 0.0),
+        clip_fraction=np.asarray(log.fractions),
+        noise_std=np.asarray(recorder.stds),
+        extra={"max_norm": np.asarray(log.largest), "noise_norm": np.asarray(recorder.noise_norms)},
     )
     if ledger is not None:
         trace, info = release_diagnostics(trace, info, diagnostics=diagnostics, ledger=ledger)

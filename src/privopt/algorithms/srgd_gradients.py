@@ -9,17 +9,14 @@ f(x_{t-1}, d))`` (:func:`srgd_increment`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
 
 import numpy as np
 
 from privopt._validate import check_count, check_design
-from privopt.clipping import clip_factors, row_norms
 from privopt.losses import LinearLoss, get_loss
+from privopt.training.recursive import GradFn, clipped_difference_sum
 
-__all__ = ["srgd_increment"]
-
-GradFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
+__all__ = ["GradFn", "srgd_increment"]
 
 
 def resolve_problem(X, y, loss_or_grad_fn, x_bound, y_bound, radius, lipschitz, smoothness, dim):
@@ -51,16 +48,6 @@ def resolve_problem(X, y, loss_or_grad_fn, x_bound, y_bound, radius, lipschitz, 
     return loss_or_grad_fn, X, y, p, lipschitz, smoothness, "generic per-example gradient"
 
 
-def _gradients(gradient: LinearLoss | GradFn, w: np.ndarray, X: np.ndarray, y: np.ndarray):
-    grads = np.asarray(gradient(w, X, y), dtype=float)  # type: ignore[operator]
-    if grads.shape != (X.shape[0], w.shape[0]):
-        raise ValueError(
-            f"grad_fn must return one gradient row per example, shape {(X.shape[0], w.shape[0])}, "
-            f"got {grads.shape}."
-        )
-    return grads
-
-
 def srgd_increment(
     gradient: LinearLoss | GradFn,
     x: np.ndarray,
@@ -79,8 +66,8 @@ def srgd_increment(
     ``eta_t = t + 1`` (``eta_{-1} = 0``: at t = 0 the plain gradient clipped to ``clip_first``;
     the independent variant calls it with t = 0 at every step). B is the
     fixed batch size, never the number of rows, so zeroing a record changes Delta_t by at most
-    ``clip / B``. A :class:`~privopt.losses.LinearLoss` never forms the (b, d) gradient matrix:
-    its per-example difference is ``(eta_t phi'(z_t) - eta_{t-1} phi'(z_{t-1})) x``.
+    ``clip / B``. The sum is the training core's SRG oracle
+    (:func:`privopt.training.recursive.clipped_difference_sum`).
 
     Returns:
         (Delta_t, fraction of the rows clipped, largest unclipped per-example norm).
@@ -92,23 +79,5 @@ def srgd_increment(
     clip = clip_first if first else clip_difference
     if clip is None:
         raise ValueError("clip_difference is required for t >= 1.")
-    eta = float(t + 1)
-    if isinstance(gradient, LinearLoss):
-        coefficient = gradient.derivative(X @ x, y)
-        if not first:
-            previous = gradient.derivative(X @ x_prev, y)
-            coefficient = eta * (coefficient - previous) + previous
-        norms = np.abs(coefficient) * row_norms(X)
-        factors = clip_factors(norms, clip)
-        total = X.T @ (coefficient * factors)
-    else:
-        rows = _gradients(gradient, x, X, y)
-        if not first:
-            previous = _gradients(gradient, x_prev, X, y)
-            rows = eta * (rows - previous) + previous
-        norms = row_norms(rows)
-        factors = clip_factors(norms, clip)
-        total = rows.T @ factors
-    fraction = float(np.mean(factors < 1.0)) if norms.size else 0.0
-    largest = float(norms.max()) if norms.size else 0.0
+    total, fraction, largest = clipped_difference_sum(gradient, x, x_prev, t, X, y, clip)
     return total / batch_size, fraction, largest

@@ -18,13 +18,18 @@ converts with ``mu = eps / sqrt(2 ln(1.25/delta))`` (Lemma 8) or ``sqrt(2 ln(2.5
 sensitivity ``clip_first / B`` on a disjoint batch, so the fit is ``(clip_first / (B sigma))``-GDP
 by parallel composition. The batch assignment (a uniform permutation) is data-independent and
 no amplification is claimed, so exposing it (``info["batch_assignment"]``) costs no privacy.
+
+On the training core this is :class:`SRGDAnalysis`, the analysis of the run's
+:class:`~privopt.training.TrainingPlan` (:func:`srgd_plan`): the event is rebuilt from the plan's
+fields (steps, B, clip, relation, mechanism, noise multiplier), so what the ledger records is
+``plan.event()`` and the one calibration (``plan.calibrate``) is verified on it.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
-from typing import TYPE_CHECKING, NamedTuple
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -36,12 +41,15 @@ from privopt.accounting import (
     PrivacyReport,
     classical_gaussian_sigma,
 )
+from privopt.noise import TreeAggregation, TreeIncrements, independent
+from privopt.training import TrainingPlan
 from privopt.training.calibrate import calibrate_noise_multiplier
+from privopt.training.recursive import SinglePass
 
 if TYPE_CHECKING:
     from privopt.algorithms.srgd_parameters import SRGDParameters
 
-__all__ = ["tree_leaf_levels"]
+__all__ = ["SRGDAnalysis", "srgd_plan", "tree_leaf_levels"]
 
 #: Sensitivity factor of each neighbouring relation the analysis covers.
 NEIGHBOURING = {"zero-out": 1.0, "replace-one": 2.0}
@@ -61,6 +69,64 @@ def tree_leaf_levels(steps: int) -> np.ndarray:
     for k in range(steps.bit_length()):
         out += (((t >> k) + 1) << k) <= steps
     return out
+
+
+def release_unit_sensitivity(steps: int, clip_first: float, clip_difference: float | None) -> float:
+    """``max_t c_t sqrt(m_t)`` (recursive: the tree, c_0 = clip_first, c_t = clip_difference)
+    or ``clip_first`` (independent: ``clip_difference`` None), before the relation's factor and
+    the division by B."""
+    if clip_difference is None:
+        return clip_first
+    m = tree_leaf_levels(steps)
+    clips = np.full(steps, clip_difference)
+    clips[0] = clip_first
+    return float(np.max(clips * np.sqrt(m)))
+
+
+@dataclass(frozen=True)
+class SRGDAnalysis:
+    """SRGD's privacy as a :class:`~privopt.training.TrainingPlan` analysis (module docstring).
+
+    The event is rebuilt from the plan's fields: T = ``plan.steps`` single-participation fixed
+    batches of B = ``plan.divisor`` records, c_t = ``plan.clip_norm`` for t >= 1 and
+    ``first_clip`` at t = 0 (recursive; None: the independent variant, every clip the plan's),
+    the relation's factor f, and the noise the loop draws (std ``multiplier G`` on each step's
+    clipped sum, i.e. ``multiplier G / B`` on the batch mean)::
+
+        GaussianEvent(f max_t c_t sqrt(m_t) / B, multiplier G / B)
+
+    in batch-mean units (the released node sums divided by the public B: post-processing). The
+    plan's mechanism must be the tree's increments (recursive) or independent noise, on one
+    pass of disjoint batches: anything else is refused when the event is built.
+    """
+
+    first_clip: float | None
+
+    def event(self, plan: Any, multiplier: float) -> GaussianEvent:
+        recursive = self.first_clip is not None
+        mechanism = plan.mechanism
+        expected = (
+            isinstance(mechanism, TreeIncrements) if recursive else mechanism.name == "independent"
+        )
+        participation = plan.participation
+        if not expected or participation is None or participation.kind != "single":
+            raise ValueError(
+                "SRGD's analysis covers one pass of disjoint batches with the tree's increments "
+                f"(recursive) or independent noise (independent); got {mechanism.name} with "
+                f"{plan.batches.name}."
+            )
+        steps, divisor = plan.steps, plan.divisor
+        if self.first_clip is not None:  # recursive: c_0 = first_clip, c_t = the plan's clip
+            unit = release_unit_sensitivity(steps, self.first_clip, plan.clip_norm)
+        else:
+            unit = release_unit_sensitivity(steps, plan.clip_norm, None)
+        label = (
+            "binary-tree node sums of clipped SRG increments (Lemma 8)"
+            if recursive
+            else "independent Gaussian batch gradients (disjoint batches, parallel composition)"
+        )
+        sensitivity = plan.relation_factor * unit / divisor
+        return GaussianEvent(sensitivity, multiplier * plan.clip_norm / divisor, label=label)
 
 
 class NoiseCalibration(NamedTuple):
@@ -89,14 +155,9 @@ def calibrate_noise(
     """Sensitivity ``max_t c_t sqrt(m_t) / B`` (recursive) or ``clip_first / B`` (independent)
     and the smallest sigma whose exact mu-GDP guarantee meets (epsilon, delta)."""
     factor = NEIGHBOURING[neighbouring]
-    if variant == "recursive":
-        m = tree_leaf_levels(steps)
-        clips = np.full(steps, clip_difference)
-        clips[0] = clip_first
-        unit = float(np.max(clips * np.sqrt(m)))
-        levels = int(m[0])
-    else:
-        unit, levels = clip_first, 1
+    recursive = variant == "recursive"
+    unit = release_unit_sensitivity(steps, clip_first, clip_difference if recursive else None)
+    levels = int(tree_leaf_levels(steps)[0]) if recursive else 1
     sensitivity = factor * unit / batch_size
     # the core's one calibration: exact mu-GDP, verified on the event the ledger records
     sigma = calibrate_noise_multiplier(
@@ -106,11 +167,28 @@ def calibrate_noise(
     paper_budget = sensitivity * math.sqrt(2.0 * math.log(2.5 / delta)) / epsilon
     corollary = None
     if variant == "recursive" and steps > 1:
-        clip_max = max(clip_first, clip_difference)  # type: ignore[type-var]
+        clip_max = max(clip_first, clip_difference or 0.0)
         root = math.sqrt(math.log2(steps) * math.log(2.5 / delta))
         scale = 2.0 * math.sqrt(2.0) if setting == "general" else 1.0
         corollary = factor * scale * clip_max * root / (epsilon * batch_size)
     return NoiseCalibration(levels, sensitivity, sigma, classical, paper_budget, corollary)
+
+
+def srgd_plan(params: SRGDParameters) -> TrainingPlan:
+    """The uncalibrated plan of a run with these parameters: one pass of T disjoint batches of
+    B, clip ``clip_difference`` (``clip_first`` for the independent variant), the binary tree
+    (as per-step increments) or independent noise, and SRGD's analysis (``clip_first`` at t = 0).
+    """
+    recursive = params.variant == "recursive"
+    return TrainingPlan(
+        params.n,
+        SinglePass(params.batch_size, num_steps=params.steps),
+        clip_norm=params.clip_difference if recursive else params.clip_first,  # type: ignore[arg-type]
+        mechanism=TreeAggregation() if recursive else independent(),
+        neighbouring=Neighbouring(params.neighbouring),
+        label="Accelerated-DP-SRGD",
+        analysis=SRGDAnalysis(params.clip_first if recursive else None),
+    )
 
 
 def check_ledger(ledger: PrivacyLedger | None) -> PrivacyLedger:
@@ -128,17 +206,10 @@ def check_ledger(ledger: PrivacyLedger | None) -> PrivacyLedger:
     return ledger
 
 
-def record_release(
-    ledger: PrivacyLedger, params: SRGDParameters, partition: Hashable | None
-) -> None:
-    """Record the fit's one Gaussian release and the assumptions its guarantee rests on."""
+def record_assumptions(ledger: PrivacyLedger, params: SRGDParameters) -> None:
+    """The assumptions the fit's guarantee rests on (its one Gaussian event is the plan's,
+    recorded by the training core)."""
     recursive = params.variant == "recursive"
-    label = (
-        "binary-tree node sums of clipped SRG increments (Lemma 8)"
-        if recursive
-        else "independent Gaussian batch gradients (disjoint batches, parallel composition)"
-    )
-    ledger.record(GaussianEvent(params.sensitivity, params.sigma, label=label), partition=partition)
     clips = f"first gradients clipped to {params.clip_first:.6g}"
     if params.clip_difference is not None:
         clips += (
