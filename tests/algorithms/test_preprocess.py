@@ -464,8 +464,10 @@ def test_quantile_bounds_record_their_releases_and_find_the_ranges():
     bounds = private_quantile_bounds(
         X, y, np.arange(n), mu=0.5, rng=np.random.default_rng(0), ledger=ledger
     )
-    assert len(ledger.events) == quantile_releases(3) == 13
-    assert ledger.mu == pytest.approx(0.5, rel=1e-6) and ledger.mu <= 0.5
+    # at most 4 d + 6 releases; the binary feature has no rows outside its range, so its outer
+    # extent is skipped and its share of the budget stays unspent
+    assert quantile_releases(3) == 27 and len(ledger.events) == 17
+    assert 0.45 < ledger.mu <= 0.5
     assert bounds.x_center[0] == pytest.approx(1013, abs=2.0)
     assert bounds.x_scale[0] == pytest.approx(6.0, rel=0.3)
     assert bounds.x_scale[2] == pytest.approx(1.0, rel=0.3)
@@ -473,7 +475,7 @@ def test_quantile_bounds_record_their_releases_and_find_the_ranges():
     for value in (0.0, 1.0):
         assert abs(value - bounds.x_center[1]) / bounds.x_scale[1] < bounds.x_box
     assert bounds.y_center == pytest.approx(450, abs=3.0)
-    assert 40 < bounds.y_radius < 100  # 4 robust sigmas of a 15-sigma target
+    assert 80 < bounds.y_radius < 200  # 8 robust sigmas of a 15-sigma target
 
 
 def test_tightened_public_bounds_never_exceed_the_public_ones():

@@ -56,7 +56,12 @@ def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method
     # disjoint slice (parallel composition), the Gaussian-only methods share the rows and the
     # budget (sequential composition in exact GDP)
     labels = [e.label for e in model.privacy_report_.events]
-    assert sum("exponential mechanism" in label for label in labels) == 3 * 5 + 4
+    # a coarse median, two central quantiles and an outer extent per feature (the extents are
+    # released: normal features have 30-50% of their rows outside the central range), three
+    # for the target, the row radius; and two Gaussian count vectors (outer rows, clipped rows)
+    assert sum("exponential mechanism" in label for label in labels) == 4 * 5 + 3 + 1
+    assert labels.count("private outer counts") == 1
+    assert labels.count("private clip counts of the boxes") == 1
     if method == "dpsgd":
         assert model.privacy_report_.num_partitions == 2
     else:  # Gaussian releases only: rho-zCDP is reported too

@@ -72,8 +72,9 @@ def test_preprocessing_composes_sequentially_with_the_fit(ccpp):
     model = DPLinearRegression(epsilon=1.0, random_state=0).fit(table.X[train], table.y[train])
     report = model.privacy_report_
     releases = {e.label: e.releases for e in report.events}
-    # a coarse median and two quantiles per feature and for the target, and the row radius
-    assert sum(v for k, v in releases.items() if "exponential mechanism" in k) == 3 * 4 + 4
+    # per feature and for the target: a coarse median, two quantiles and the outer extent; and
+    # the row radius
+    assert sum(v for k, v in releases.items() if "exponential mechanism" in k) == 4 * 4 + 4
     # noisy Newton: the Gram matrix, three gradients, two residual quantiles
     assert sum(v for k, v in releases.items() if "noisy-Newton" in k) == 6
     # Gaussian-only events (each exponential mechanism as its dominating GDP): exact GDP

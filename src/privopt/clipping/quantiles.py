@@ -34,6 +34,7 @@ when ``epsilon q n / 2`` (q the tail mass) is below the log of the ratio of the 
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -84,6 +85,7 @@ def bounded_range_gdp_mu(epsilon: float) -> float:
     return float(2.0 * norm.isf(math.exp(-math.log1p(math.exp(epsilon / 2.0)))))
 
 
+@functools.lru_cache(maxsize=1024)
 def bounded_range_epsilon(mu: float) -> float:
     """Largest epsilon whose exponential mechanism is mu-GDP (inverse of
     :func:`bounded_range_gdp_mu`): ``2 logit(Phi(mu / 2))``, nudged down one ulp at a time
@@ -98,7 +100,7 @@ def bounded_range_epsilon(mu: float) -> float:
     while bounded_range_gdp_mu(epsilon) > mu:  # round toward privacy
         epsilon *= 1.0 - nudge
         nudge *= 2.0
-    return epsilon
+    return epsilon  # cached: one fit asks for the same mu in hundreds of releases
 
 
 def log_grid(low: float, high: float, ratio: float = 1.01) -> np.ndarray:
@@ -189,8 +191,9 @@ def value_grid(ratio: float = GRID_RATIO) -> np.ndarray:
 def interval_quantile_scores(
     sorted_values: np.ndarray, grid: np.ndarray, q: float, n: float
 ) -> np.ndarray:
-    """u(c) = -max(#{v < c} - q n, q n - #{v <= c}, 0): zero on every c that is a q-quantile,
-    atoms included (a value held by many records is the quantile of every level its mass
+    """u(c) = -max(#{v < c} - q n, q n - #{v <= c}, 0) (with #{v < c} lowered to the count at
+    the previous grid point, :func:`counts_quantile_scores`): zero on every c that is a
+    q-quantile, atoms included (a value held by many records is the quantile of every level its mass
     covers). Each count moves by at most 1 between neighbours, so the sensitivity is 1."""
     below = np.searchsorted(sorted_values, grid, side="left")
     at_or_below = np.searchsorted(sorted_values, grid, side="right")
@@ -201,8 +204,19 @@ def counts_quantile_scores(
     below: np.ndarray, at_or_below: np.ndarray, q: float, n: float
 ) -> np.ndarray:
     """:func:`interval_quantile_scores` from the exact counts (#{v < c}, #{v <= c}) on the grid
-    (summed across partitions by :mod:`privopt.distributed`)."""
+    (summed across partitions by :mod:`privopt.distributed`).
+
+    Candidate c_k stands for the grid cell (c_{k-1}, c_k]: its lower count is
+    min(#{v < c_k}, #{v <= c_{k-1}}) (= #{v <= c_{k-1}} for exact counts), so an atom that
+    falls between two grid points (a year 2011 after subtracting a coarse median of 1990.4)
+    is the quantile of its cell's upper end, one grid step above it, instead of leaving every
+    candidate below it tied (a uniform draw down to the grid's far end). Each count moves by
+    at most 1 between neighbours, and so does the minimum: sensitivity 1."""
     target = q * n
+    below = np.asarray(below, dtype=float)
+    at_or_below = np.asarray(at_or_below, dtype=float)
+    previous = np.concatenate(([0.0], at_or_below[:-1]))
+    below = np.minimum(below, previous)
     return -np.maximum(np.maximum(below - target, target - at_or_below), 0.0)
 
 
