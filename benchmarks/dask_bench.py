@@ -2,17 +2,23 @@
 
 Writes a Parquet directory of N rows and d features (one file per ``--rows-per-file`` rows,
 generated file by file, so the writer's memory is one file), starts a 2-worker LocalCluster
-whose per-worker memory limit is below the data size, and times on it:
+whose per-worker memory limit is below the data size, and measures on it:
 
-* the I/O floor: one pass that reads every file with the loader the fits use (read, convert to
-  float64, check finiteness) and returns only row counts;
-* AdaSSP with public bounds (one pass), AdaSSP with private bounds (a pass gathering the 20,000
-  preprocessing rows, then the Gram pass), noisy Newton with public bounds (seven passes);
-* DP-SGD's per-step latency on a small in-memory-sized table (one round trip per step);
+* the I/O floor: one pass that reads every file with the reader the fits use (pyarrow decode,
+  one float64 array, finiteness check) and returns only row counts; and, for reference,
+  pyarrow's decode alone;
+* AdaSSP's statistic pass alone (bounds fixed), the private preprocessing's gather pass alone
+  (20,000 rows), the whole AdaSSP fit with public bounds (one pass) and with private bounds
+  (gather pass, then the Gram pass), noisy Newton with public bounds (seven passes, once);
+* DP-SGD's per-step latency on a small table (one round trip per step).
 
-and the peak resident memory of each worker process (sampled every 0.1 s). Results go to
-``--out`` (JSON). Full size: ``python benchmarks/dask_bench.py --rows 50000000`` (about 8.4 GB
-of Parquet; check free disk first).
+The runs are repeated ``--repeats`` times, interleaved (forward, then backward), after one
+warm-up pass; each reports its best wall time and its least worker CPU time (the machine is
+shared, so contention only adds), the passes over the data it made (file-reading tasks from
+the scheduler's task stream), the peak RSS of each worker process (psutil, every 0.05 s, from
+this process) and the 1-minute load average. Results go to ``--out`` (JSON). Full size:
+``python benchmarks/dask_bench.py --rows 50000000`` (about 8.9 GB of Parquet; check free disk
+first).
 """
 
 from __future__ import annotations
@@ -55,48 +61,89 @@ def write_table(folder: Path, rows: int, features: int, per_file: int, seed: int
     return rows * (features + 1) * 8.0
 
 
-class PeakMemory:
-    """Peak RSS of every worker process, sampled on the workers every ``period`` seconds."""
+class WorkerMeter:
+    """Peak RSS and CPU seconds of the worker processes during a run, read with psutil from
+    this process (no task or RPC on the workers: sampling does not load them)."""
 
-    def __init__(self, client, period: float = 0.1):
-        self.client, self.period, self.peak = client, period, {}
+    def __init__(self, client, period: float = 0.05):
+        import psutil
+
+        self.processes = [psutil.Process(pid) for pid in sorted(client.run(os.getpid).values())]
+        self.period, self.peak = period, [0] * len(self.processes)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
+    def _cpu(self) -> float:
+        return sum(sum(p.cpu_times()[:2]) for p in self.processes)
+
     def _run(self):
-        import psutil
-
-        def rss():
-            return psutil.Process().memory_info().rss
-
         while not self._stop.is_set():
-            try:
-                for worker, value in self.client.run(rss).items():
-                    self.peak[worker] = max(self.peak.get(worker, 0), value)
-            except Exception:  # a worker restarting: skip the sample
-                pass
+            for i, process in enumerate(self.processes):
+                try:
+                    self.peak[i] = max(self.peak[i], process.memory_info().rss)
+                except Exception:  # a worker restarting: skip the sample
+                    pass
             self._stop.wait(self.period)
 
     def __enter__(self):
+        self._cpu_start, self._client_start = self._cpu(), time.process_time()
         self._thread.start()
         return self
 
     def __exit__(self, *exc):
         self._stop.set()
         self._thread.join()
+        self.worker_cpu = self._cpu() - self._cpu_start
+        self.client_cpu = time.process_time() - self._client_start
 
     def mib(self) -> list[float]:
-        return sorted(round(v / 2**20, 1) for v in self.peak.values())
+        return sorted(round(v / 2**20, 1) for v in self.peak)
 
 
-def timed(client, label, fn, results):
-    with PeakMemory(client) as memory:
+#: the tasks that read a file (one per file and pass): the whole file, or rows gathered from it
+READERS = ("_read_file", "_take_file")
+
+
+def measure(client, fn, files: int) -> tuple[object, dict]:
+    """Run ``fn`` on the cluster: wall seconds, worker and client CPU seconds, peak worker RSS,
+    and the passes over the data (file-reading tasks run, from the scheduler's task stream,
+    divided by the number of files)."""
+    from distributed import get_task_stream
+
+    with WorkerMeter(client) as meter, get_task_stream(client) as stream:
         start = time.perf_counter()
         value = fn()
         seconds = time.perf_counter() - start
-    results[label] = {"seconds": round(seconds, 3), "peak_worker_rss_mib": memory.mib()}
-    print(f"{label}: {seconds:.2f} s, peak worker RSS {memory.mib()} MiB", flush=True)
-    return value
+    reads = sum(1 for task in stream.data if str(task["key"]).startswith(READERS))
+    return value, {
+        "seconds": seconds,
+        "worker_cpu_seconds": meter.worker_cpu,
+        "client_cpu_seconds": meter.client_cpu,
+        "passes": reads / files,
+        "peak_worker_rss_mib": meter.mib(),
+        "load_average_1min": os.getloadavg()[0],
+    }
+
+
+def _read_file_decode_only(path: str) -> int:
+    """The pyarrow decode of one file (the name makes it count as a pass)."""
+    import pyarrow.parquet as pq
+
+    return pq.read_table(path, memory_map=True).num_rows
+
+
+def best_of(runs: list[dict]) -> dict:
+    """The fastest run's wall time and the least CPU of the repeats (contention only adds),
+    the largest peak memory, the mean load."""
+    return {
+        "seconds": round(min(r["seconds"] for r in runs), 3),
+        "worker_cpu_seconds": round(min(r["worker_cpu_seconds"] for r in runs), 3),
+        "client_cpu_seconds": round(min(r["client_cpu_seconds"] for r in runs), 3),
+        "passes": max(r["passes"] for r in runs),
+        "peak_worker_rss_mib": max((r["peak_worker_rss_mib"] for r in runs), key=max),
+        "load_average_1min": round(sum(r["load_average_1min"] for r in runs) / len(runs), 2),
+        "repeats": len(runs),
+    }
 
 
 def main() -> None:
@@ -109,6 +156,11 @@ def main() -> None:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--sgd-rows", type=int, default=50_000)
     parser.add_argument("--skip-newton", action="store_true")
+    parser.add_argument("--skip-sgd", action="store_true")
+    parser.add_argument(
+        "--only", default=None, help="comma-separated labels of the interleaved runs to make"
+    )
+    parser.add_argument("--repeats", type=int, default=2, help="interleaved repeats per run")
     parser.add_argument("--out", type=Path, default=Path("benchmarks/dask_results.json"))
     args = parser.parse_args()
 
@@ -132,12 +184,16 @@ def main() -> None:
     rows = read_directory(args.dir, "y")
     public = {"feature_bounds": [(-5.0, 5.0)] * args.features, "target_bounds": (-12.0, 12.0)}
     results: dict = {}
+    files = rows.n_partitions
+    paths = sorted(str(p) for p in args.dir.glob("*.parquet"))
 
     def io_floor():
         counts = [delayed(lambda part: part[0].shape[0])(p) for p in rows.parts]
         return compute(tree_sum(counts))[0]
 
-    assert timed(client, "io_floor_one_pass", io_floor, results) == args.rows
+    def decode_only():  # pyarrow's Parquet decode alone, no float64 array, no checks
+        tasks = [delayed(_read_file_decode_only, pure=True)(path) for path in paths]
+        return compute(tree_sum(tasks))[0]
 
     def adassp_pass():  # the method's own pass (bounds fixed): what the 2x target is about
         from privopt.accounting import PrivacyLedger
@@ -154,40 +210,72 @@ def main() -> None:
             rows, empty, fixed, mu=1.0, rng=rng, ledger=ledger, budget_split=(0.05, 0.6, 0.35)
         )
 
-    timed(client, "adassp_statistic_pass_only", adassp_pass, results)
-    fits = {
-        "adassp_public_bounds": dict(method="adassp", **public),
-        "adassp_private_bounds": dict(method="adassp"),
-    }
-    if not args.skip_newton:
-        fits["newton_public_bounds"] = dict(method="newton", **public)
-    models = {}
-    for label, params in fits.items():
-        model = DPLinearRegression(epsilon=1.0, delta=1e-9, random_state=1, **params)
-        models[label] = timed(client, label, lambda m=model: m.fit(rows), results)
-    floor = results["io_floor_one_pass"]["seconds"]
-    results["adassp_statistic_pass_only"]["x_io_floor"] = round(
-        results["adassp_statistic_pass_only"]["seconds"] / floor, 2
-    )
-    for label in fits:
-        results[label]["x_io_floor"] = round(results[label]["seconds"] / floor, 2)
-        coef = models[label].coef_
-        results[label]["max_coef_error"] = float(
-            np.max(np.abs(coef - np.linspace(-1.0, 1.0, args.features)))
-        )
+    def gather_pass():  # private preprocessing: the 20,000 quantile rows gathered to the client
+        subset = np.sort(np.random.default_rng(2).choice(args.rows, 20_000, replace=False))
+        return rows.take(subset)
 
-    # DP-SGD: one round trip per step, measured on the first files (persisted in memory)
-    small = args.dir.parent / (args.dir.name + "_sgd")
-    write_table(small, args.sgd_rows, args.features, args.sgd_rows // 4, seed=1)
-    sgd_rows = read_directory(small, "y")
-    model = DPLinearRegression(epsilon=1.0, delta=1e-9, method="dpsgd", random_state=1, **public)
-    timed(client, "dpsgd_small_table", lambda: model.fit(sgd_rows), results)
-    steps = int(model.fit_info_["steps"])
-    results["dpsgd_small_table"].update(
-        rows=args.sgd_rows,
-        steps=steps,
-        ms_per_step=round(1000 * results["dpsgd_small_table"]["seconds"] / steps, 2),
-    )
+    def fit(params):
+        model = DPLinearRegression(epsilon=1.0, delta=1e-9, random_state=1, **params)
+        return model.fit(rows)
+
+    runs = {
+        "io_floor_one_pass": io_floor,
+        "parquet_decode_only": decode_only,
+        "adassp_statistic_pass_only": adassp_pass,
+        "preprocessing_gather_pass": gather_pass,
+        "adassp_public_bounds": lambda: fit(dict(method="adassp", **public)),
+        "adassp_private_bounds": lambda: fit(dict(method="adassp")),
+    }
+    if args.only:
+        runs = {label: runs[label] for label in ["io_floor_one_pass", *args.only.split(",")]}
+    once = {}
+    if not args.skip_newton:
+        once["newton_public_bounds"] = lambda: fit(dict(method="newton", **public))
+    measure(client, io_floor, files)  # warm-up: worker imports, page cache
+    samples: dict[str, list] = {label: [] for label in [*runs, *once]}
+    values = {}
+    for repeat in range(args.repeats):  # interleaved, so that load changes hit every run alike
+        for label, fn in runs.items() if repeat % 2 == 0 else reversed(runs.items()):
+            values[label], sample = measure(client, fn, files)
+            samples[label].append(sample)
+            print(f"{label}: " + json.dumps({k: v for k, v in sample.items()}), flush=True)
+    for label, fn in once.items():
+        values[label], sample = measure(client, fn, files)
+        samples[label].append(sample)
+        print(f"{label}: " + json.dumps(sample), flush=True)
+    assert values["io_floor_one_pass"] == args.rows
+    floor = best_of(samples["io_floor_one_pass"])
+    for label, runs_of_label in samples.items():
+        results[label] = best_of(runs_of_label)
+        if label != "io_floor_one_pass":
+            results[label]["x_io_floor_wall"] = round(
+                results[label]["seconds"] / floor["seconds"], 2
+            )
+            results[label]["x_io_floor_worker_cpu"] = round(
+                results[label]["worker_cpu_seconds"] / floor["worker_cpu_seconds"], 2
+            )
+        if label.startswith(("adassp_p", "newton")):
+            coef = values[label].coef_
+            results[label]["max_coef_error"] = float(
+                np.max(np.abs(coef - np.linspace(-1.0, 1.0, args.features)))
+            )
+
+    if not args.skip_sgd:
+        # DP-SGD: one round trip per step, measured on the first files (persisted in memory)
+        small = args.dir.parent / (args.dir.name + "_sgd")
+        write_table(small, args.sgd_rows, args.features, args.sgd_rows // 4, seed=1)
+        sgd_rows = read_directory(small, "y")
+        model = DPLinearRegression(
+            epsilon=1.0, delta=1e-9, method="dpsgd", random_state=1, **public
+        )
+        _, sample = measure(client, lambda: model.fit(sgd_rows), sgd_rows.n_partitions)
+        results["dpsgd_small_table"] = best_of([sample])
+        steps = int(model.fit_info_["steps"])
+        results["dpsgd_small_table"].update(
+            rows=args.sgd_rows,
+            steps=steps,
+            ms_per_step=round(1000 * results["dpsgd_small_table"]["seconds"] / steps, 2),
+        )
     client.close()
     cluster.close()
     payload = {
@@ -203,6 +291,8 @@ def main() -> None:
         "threads_per_worker": 1,
         "memory_limit_per_worker": args.memory_limit,
         "write_seconds": round(write_seconds, 1),
+        "reader": "pyarrow read_table (memory-mapped) -> one column-major float64 array, finite "
+        "check by column sums (privopt.distributed.files._read_file, the fits' own reader)",
         "machine": f"{platform.machine()}, {os.cpu_count()} cores (shared)",
         "results": results,
     }

@@ -80,3 +80,22 @@ def test_parquet_directory_whose_one_column_selection_is_fused(synchronous, data
     fitted = estimator("auto", public=False).fit(ddf[["a", "b", "c"]], ddf["target"])
     in_memory = estimator("auto", public=False).fit(frame[["a", "b", "c"]], frame["target"])
     assert_same_fit(in_memory, fitted)
+
+
+@pytest.mark.parametrize("public", [True, False], ids=["public-bounds", "private-bounds"])
+@pytest.mark.parametrize("partitions", [1, 17])
+def test_newton_quantile_on_a_secret_subset_equals_in_memory(
+    synchronous, monkeypatch, data, public, partitions
+):
+    # above QUANTILE_SUBSET rows the in-memory fit counts residuals of a secret subset drawn
+    # after the Gram release; the Dask fit must draw the same rows from the same generator
+    from privopt.algorithms import newton
+
+    X, y = data
+    monkeypatch.setattr(newton, "QUANTILE_SUBSET", 1_000)  # < N = 2,500
+    in_memory = estimator("newton", public).fit(X, y)
+    fitted = estimator("newton", public).fit(*as_dask(X, y, partitions))
+    assert_same_fit(in_memory, fitted)
+    # the subset changes the fit: with every row counted the model is another one
+    monkeypatch.setattr(newton, "QUANTILE_SUBSET", 100_000)
+    assert np.max(np.abs(estimator("newton", public).fit(X, y).coef_ - fitted.coef_)) > 1e-6

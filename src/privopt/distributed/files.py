@@ -3,8 +3,11 @@
 :func:`list_table_files` fixes the files and their order (sorted paths), checks before any data
 is read that every file has the same columns with the same types and holds the target and the
 features, and returns the row counts that Parquet footers give for free. :func:`read_directory`
-makes one partition per file (a task that reads it with :func:`privopt.datasets.load_table`,
-so each file gets the loader's checks and one-sentence errors), and :func:`load_directory`
+makes one partition per file: a task that reads it as one column-major float64 array (Parquet:
+pyarrow's buffers copied once and checked by column sums; anything unusual, and CSV, goes to
+:func:`privopt.datasets.load_table`, so each file gets the loader's checks, values and
+one-sentence errors), and a cheaper task that gathers a few of its rows (the private
+preprocessing's rows) while checking every value. :func:`load_directory`
 reads the same files, in the same order, into memory: the two backends see the same rows with
 the same global indices, so seeded fits agree (``privopt fit --backend dask|numpy``).
 
@@ -20,6 +23,7 @@ import glob as globmodule
 import gzip
 import os
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -159,12 +163,93 @@ def _load(path: str, target: str, features: tuple[str, ...]) -> Table:
         raise ValueError(text if path in text else f"{path!r}: {text}") from None
 
 
+def _parquet_columns(path: str, target: str, features: tuple[str, ...]):
+    """The columns (features, then target) of a Parquet file as lists of float64 chunks, when
+    every column is numeric without nulls and every value is finite; None otherwise (the loader
+    then reads the file and names the problem).
+
+    The values are :func:`load_table`'s (float64 casts of the same columns) without its copies:
+    float64 chunks are views of pyarrow's buffers. Finiteness is checked by one sum per chunk (a
+    non-finite value makes the sum non-finite; a sum that merely overflows sends the file to the
+    loader, which then accepts it).
+    """
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path, columns=[*features, target], memory_map=True)
+    except (OSError, pa.ArrowException):
+        return None
+    if table.num_rows == 0 or table.column_names != [*features, target]:
+        return None
+    columns = []
+    for column in table.columns:
+        kind = column.type
+        if column.null_count or not (
+            pa.types.is_floating(kind) or pa.types.is_integer(kind) or pa.types.is_boolean(kind)
+        ):
+            return None
+        if kind != pa.float64():
+            column = column.cast(pa.float64())
+        chunks = [chunk.to_numpy(zero_copy_only=False) for chunk in column.chunks]
+        with np.errstate(over="ignore", invalid="ignore"):
+            finite = all(np.isfinite(np.add.reduce(chunk)) for chunk in chunks)
+        if not finite:
+            return None
+        columns.append(chunks)
+    return columns
+
+
+def _fast_parquet(path: str, target: str, features: tuple[str, ...]):
+    """(X, y) of a Parquet file from :func:`_parquet_columns`, copied once into one
+    column-major (m, d + 1) float64 array (X and y are views of it); None if it declined."""
+    columns = _parquet_columns(path, target, features)
+    if columns is None:
+        return None
+    A = np.empty((sum(c.size for c in columns[0]), len(columns)), order="F")
+    for j, chunks in enumerate(columns):
+        start = 0
+        for chunk in chunks:
+            A[start : start + chunk.size, j] = chunk
+            start += chunk.size
+    return A[:, :-1], A[:, -1]
+
+
 def _read_file(path: str, target: str, features: tuple[str, ...], rows: int | None):
-    """One partition: the file read and checked by the in-memory loader (float64, finite)."""
-    table = _load(path, target, features)
-    if rows is not None and table.X.shape[0] != rows:
-        raise ValueError(f"{path!r} changed while being read ({table.X.shape[0]} != {rows} rows).")
-    return table.X, table.y
+    """One partition: (X, y) float64 with finite values, X column-major.
+
+    Parquet files take the fast path (:func:`_fast_parquet`); CSV files, and Parquet files
+    that fail any of its checks, are read by the in-memory loader, which raises its
+    one-sentence error naming the column (or returns the same values).
+    """
+    part = _fast_parquet(path, target, features) if _kind(path) == "parquet" else None
+    if part is None:
+        table = _load(path, target, features)
+        part = (table.X, table.y)
+    if rows is not None and part[0].shape[0] != rows:
+        raise ValueError(f"{path!r} changed while being read ({part[0].shape[0]} != {rows} rows).")
+    return part
+
+
+def _take_file(
+    path: str, target: str, features: tuple[str, ...], rows: int | None, local: np.ndarray
+):
+    """Rows ``local`` (sorted positions) of one file as (X, y), every value of the file checked
+    as :func:`_read_file` checks it; for Parquet without copying the rest of the file."""
+    columns = _parquet_columns(path, target, features) if _kind(path) == "parquet" else None
+    if columns is None:
+        X, y = _read_file(path, target, features, rows)
+        return X[local], y[local]
+    m = sum(c.size for c in columns[0])
+    if rows is not None and m != rows:
+        raise ValueError(f"{path!r} changed while being read ({m} != {rows} rows).")
+    out = np.empty((local.size, len(columns)))
+    for j, chunks in enumerate(columns):  # columns may be chunked differently (casts)
+        starts = np.cumsum([0] + [c.size for c in chunks])
+        cuts = np.searchsorted(local, starts)
+        for k, chunk in enumerate(chunks):
+            out[cuts[k] : cuts[k + 1], j] = chunk[local[cuts[k] : cuts[k + 1]] - starts[k]]
+    return out[:, :-1], out[:, -1]
 
 
 def read_directory(
@@ -189,7 +274,13 @@ def read_directory(
     rows = PartitionedRows(parts, offsets, len(files.feature_names), files.feature_names, target)
     lengths = np.asarray(files.row_counts) if files.row_counts else rows.lengths()
     offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
-    return PartitionedRows(parts, offsets, len(files.feature_names), files.feature_names, target)
+    takers = tuple(
+        partial(_take_file, path, target, files.feature_names, int(count))
+        for path, count in zip(files.paths, lengths, strict=True)
+    )
+    return PartitionedRows(
+        parts, offsets, len(files.feature_names), files.feature_names, target, takers
+    )
 
 
 def load_directory(

@@ -8,8 +8,10 @@ draws from ``rng``, same events), with the exact statistic computed by
 method        cluster work (passes over the data)               in-memory counterpart
 ============  ================================================  ===========================
 AdaSSP        1: clipped (Z^T Z, Z^T t), tree-reduced           ``baselines.adassp``
-noisy Newton  1 + 1 + 2 (K - 1): Gram; per step rank counts of  ``newton.dp_newton``
-              |r| on the public grid, then the clipped gradient
+noisy Newton  1 (Gram) + 1 (the residual quantile's subset      ``newton.dp_newton``
+              gathered, N > QUANTILE_SUBSET; else one
+              rank-count pass per quantile) + one clipped-
+              gradient pass per step
 DP-SGD        1 (persist the transformed rows), then one small  ``baselines.dpsgd_linear``
               task per partition holding sampled rows per step  (the training core)
 ============  ================================================  ===========================
@@ -38,6 +40,7 @@ import numpy as np
 from dask import delayed
 
 from privopt.accounting import PrivacyLedger
+from privopt.algorithms import newton
 from privopt.algorithms.baselines import (
     DEFAULT_EXPECTED_BATCH,
     adassp_release,
@@ -84,16 +87,42 @@ def adassp_dask(
 # -- noisy Newton --------------------------------------------------------------------------------
 class _PartitionedStatistics:
     """:class:`privopt.algorithms.newton.NewtonStatistics` reduced across partitions: exact
-    rank counts and clipped gradients from the tasks, in a fixed tree order."""
+    clipped gradients from the tasks, in a fixed tree order, and rank counts of the residuals
+    on the rows the in-memory fit takes its quantile on.
+
+    With more than ``newton.QUANTILE_SUBSET`` main rows the in-memory fit draws a secret subset
+    of that public size from ``rng`` (after the Gram release) and counts only its residuals;
+    :meth:`prepare` draws the same subset from the same generator, gathers those rows to the
+    client once (one cheap pass, every file still checked) and transforms and clips them as
+    the tasks do, so each step's counts are computed here without a pass over the data. With
+    fewer rows the counts are exact sums over every main row from the tasks.
+    """
 
     def __init__(self, rows: PartitionedRows, args: tuple) -> None:
         self.rows, self.args = rows, args
+        self.sample: tuple[np.ndarray, np.ndarray] | None = None
 
     def prepare(self, rng: np.random.Generator) -> None:
-        return None  # the quantile is taken on every main row (no subset to draw)
+        excluded, bounds, row_bound, target_bound = self.args
+        n = self.rows.n_rows - excluded.size
+        if n <= newton.QUANTILE_SUBSET:
+            return None
+        subset = np.sort(rng.choice(n, newton.QUANTILE_SUBSET, replace=False))
+        # the k-th main row (rows outside ``excluded``, in order) is global row k + #{e <= it}
+        shifted = excluded - np.arange(excluded.size)
+        X, y = self.rows.take(subset + np.searchsorted(shifted, subset, side="right"))
+        Z, t = bounds.transform(X, y)
+        self.sample = stats._clipped(Z, t, row_bound, target_bound, "row")
+        return None
 
     def residual_counts(self, w, grid):
-        return self.rows.map_reduce(stats.residual_counts, *self.args, w, grid)
+        if self.sample is None:
+            return self.rows.map_reduce(stats.residual_counts, *self.args, w, grid)
+        Z, t = self.sample
+        values = np.sort(np.abs(Z @ w - t))
+        return np.searchsorted(values, grid, side="left"), np.searchsorted(
+            values, grid, side="right"
+        )
 
     def clipped_gradient(self, w, rho):
         return self.rows.map_reduce(stats.clipped_residual_gradient, *self.args, w, rho)
@@ -116,6 +145,7 @@ def newton_dask(
     released by :func:`privopt.algorithms.newton.newton_release` on the client."""
     R, T = bounds.row_bound, bounds.y_radius
     args = (excluded, bounds, R, T)
+    n_main = rows.n_rows - excluded.size
     gram, _ = rows.map_reduce(stats.gram_moment, *args, "row")
     return newton_release(
         (gram + gram.T) / 2.0,
@@ -128,7 +158,8 @@ def newton_dask(
         partition=partition,
         steps=steps,
         shares=NEWTON_SHARES,
-        quantile_n=public_n,
+        # as dp_newton: the quantile's public row count is the subset's when there is one
+        quantile_n=public_n if n_main <= newton.QUANTILE_SUBSET else float(newton.QUANTILE_SUBSET),
     )
 
 

@@ -148,6 +148,10 @@ class PartitionedRows:
         n_features: d.
         feature_names: column names when the rows come from a table.
         target: the target column's name, when known.
+        takers: optional, one callable per partition, ``taker(local)`` -> the rows ``local``
+            (sorted positions in the partition) as (X, y), every value of the partition checked
+            as its task checks it: a cheaper way to gather a few rows than materialising the
+            partition (:func:`privopt.distributed.files.read_directory` sets it for files).
     """
 
     #: lets :func:`privopt.distributed.is_dask_input` recognise it without importing dask
@@ -158,6 +162,7 @@ class PartitionedRows:
     n_features: int
     feature_names: tuple[str, ...] | None = None
     target: str | None = None
+    takers: tuple[Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]], ...] | None = None
 
     @property
     def n_rows(self) -> int:
@@ -264,10 +269,16 @@ class PartitionedRows:
         if rows.size and (np.any(np.diff(rows) <= 0) or rows[0] < 0 or rows[-1] >= self.n_rows):
             raise ValueError("Expected sorted, distinct row indices within [0, N).")
         cuts = np.searchsorted(rows, self.offsets)
-        tasks = [
-            delayed(_take, pure=True)(part, rows[cuts[p] : cuts[p + 1]] - self.offsets[p])
-            for p, part in enumerate(self.parts)
-        ]
+        local = [rows[cuts[p] : cuts[p + 1]] - self.offsets[p] for p in range(self.n_partitions)]
+        if self.takers is not None:
+            tasks = [
+                delayed(take, pure=True)(ix) for take, ix in zip(self.takers, local, strict=True)
+            ]
+        else:
+            tasks = [
+                delayed(_take, pure=True)(part, ix)
+                for part, ix in zip(self.parts, local, strict=True)
+            ]
         blocks = compute(*tasks)
         X = np.concatenate([b[0] for b in blocks], axis=0).reshape(-1, self.n_features)
         y = np.concatenate([b[1] for b in blocks])
