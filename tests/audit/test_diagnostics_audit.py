@@ -1,9 +1,12 @@
 """Issue 12 item 3: per-record diagnostics are not released by default.
 
-DP-FTRL-Σ takes one example per step, so ``fit_trace_.clip_fraction[t]`` says whether record t
-was clipped. The audit below runs ``DPLinearRegression(method="ftrl-sigma")`` at a claimed
-epsilon of 1 on neighbouring datasets that differ in the last row (a canary against the trend,
-whose residual exceeds the clip threshold). By default the estimator exposes no clip fraction
+DP-FTRL-Σ takes one example per step, so ``fit_trace_.clip_fraction[t]`` says whether the record
+of step t was clipped. The audit below runs ``DPLinearRegression(method="ftrl-sigma")`` at a
+claimed epsilon of 1 on neighbouring datasets that differ in the last row: small rows (never
+clipped) and, in D, a canary at a corner of the box with the opposite target, clipped whenever
+the noisy model leans towards it at its step. The method reads the rows in a secret order, so
+the score of the released flags is their sum, the number of clipped steps (0 without the
+canary, 1 with it about half of the time). By default the estimator exposes no clip fraction
 and the auditor, reading the released model only, stays at or below the claim; the planted bug
 (``diagnostics=True``, which publishes the per-step clip flags) is caught well above it.
 """
@@ -24,15 +27,18 @@ RUNS = 300  # per side; half pick the threshold, half give the Clopper-Pearson b
 
 def _data():
     rng = np.random.default_rng(0)
-    X = rng.uniform(-1, 1, size=(N, D))
-    y = X @ np.array([0.5, -0.5]) + 0.05 * rng.normal(size=N)
+    # small rows: their gradients stay far below the clip threshold whatever the noise does
+    X = rng.uniform(-0.2, 0.2, size=(N, D))
+    y = X @ np.array([0.5, -0.5]) + 0.01 * rng.normal(size=N)
     return X, y
 
 
 def _fit(with_canary: bool, seed: int, diagnostics: bool) -> DPLinearRegression:
     X, y = _data()
     if with_canary:
-        X[CANARY], y[CANARY] = (1.0, 1.0), -1.0  # residual ~ 1.9 > the public threshold 1
+        # a corner of the box with the opposite target: clipped (residual > the public
+        # threshold 1) whenever the noisy model leans towards (1, -1) at its step
+        X[CANARY], y[CANARY] = (1.0, -1.0), -1.0
     model = DPLinearRegression(
         epsilon=1.0,
         delta=1e-5,
@@ -50,8 +56,10 @@ def _fit(with_canary: bool, seed: int, diagnostics: bool) -> DPLinearRegression:
 def _scores(diagnostics: bool) -> tuple[list[float], list[float]]:
     def score(model: DPLinearRegression) -> float:
         if model.fit_trace_.clip_fraction is not None:  # what a released trace would show
-            return float(model.fit_trace_.clip_fraction[CANARY])
-        return float(model.coef_ @ np.ones(D))  # the model itself, projected on the canary
+            # the number of clipped steps: DP-FTRL-Σ reads the rows in a secret order, so
+            # the canary's step is unknown, but its clipping adds one to the count
+            return float(np.sum(model.fit_trace_.clip_fraction))
+        return float(model.coef_ @ np.array([1.0, -1.0]))  # the model, on the canary
 
     with_canary = [score(_fit(True, seed, diagnostics)) for seed in range(RUNS)]
     without = [score(_fit(False, 10_000 + seed, diagnostics)) for seed in range(RUNS)]
@@ -65,8 +73,9 @@ def test_default_fit_releases_no_clip_flags_and_passes_the_audit():
 
 
 def test_planted_bug_publishing_clip_flags_is_caught():
-    # Measured 2.80 (TPR 0.48, FPR 0 on 150 + 150 evaluation runs); the bound can only exceed
-    # 1 if the released clip flags separate the neighbours far beyond what epsilon = 1 allows.
+    # 30 + 30 runs: 16 of 30 with the canary had one clipped step, none of 30 without. The
+    # bound can only exceed 1 if the released clip flags separate the neighbours far beyond
+    # what epsilon = 1 allows (with FPR 0 of 150 and TPR about 0.5, about 2.8).
     with_canary, without = _scores(diagnostics=True)
     result = audit_scores(with_canary, without, delta=1e-5)
     assert result.epsilon_lower_bound > 1.0

@@ -11,7 +11,11 @@ about how tight the claim is.
 * :mod:`~privopt.audit.one_run`: one run with m canaries each included by a fair coin
   (Steinke, Nasr & Jagielski 2023; the f-DP refinement of Mahloujifar et al. 2024).
 * :mod:`~privopt.audit.canaries`: white-box gradient canaries for the training core.
-* :mod:`~privopt.audit.input_canaries`: black-box input canaries for the estimators.
+* :mod:`~privopt.audit.input_one_run`: one-run input canaries for every estimator method
+  (many canaries per fit, fits pooled), and the planted bug of the controls
+  (:func:`~privopt.audit.input_one_run.scaled_noise`).
+* :mod:`~privopt.audit.input_canaries`: black-box input canaries for the estimators, one per
+  fit, over many fits.
 * :mod:`~privopt.audit.registry`: what ``privopt audit`` audits, and the selftest.
 """
 

@@ -25,7 +25,7 @@ Each coordinate carries independent noise (the mechanisms correlate noise over s
 over coordinates), so the m canaries are m tests of the same claim, which is what one-run
 auditing needs (:mod:`privopt.audit.one_run`). Dirac canaries test the noise, its correlation
 and the accounting, not the clipping or gradient code: input canaries
-(:mod:`privopt.audit.estimators`) cover those.
+(:mod:`privopt.audit.input_one_run`) cover those.
 
 The canaries' coins are drawn here (canary data is not noise; the source-rule test allows
 ``privopt.audit``).

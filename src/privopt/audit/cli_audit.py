@@ -74,9 +74,7 @@ def _command(name: str) -> None:
     def command(
         epsilon: Annotated[
             float | None,
-            typer.Option(
-                "--epsilon", help="Claimed epsilon (default: 2 core paths, 1 estimators)."
-            ),
+            typer.Option("--epsilon", help="Claimed epsilon (default 2; 1 for regression-ssgd)."),
         ] = None,
         delta: Annotated[float, typer.Option("--delta", help="delta of the claim, in (0, 1).")] = (
             1e-5
@@ -86,8 +84,8 @@ def _command(name: str) -> None:
             typer.Option(
                 "--runs",
                 min=1,
-                help="Core paths: one-run audits pooled (default 1); estimators: fits per "
-                "neighbour (default 200).",
+                help="Core paths: one-run audits pooled (default 1); estimators: fits of "
+                "d input canaries pooled (default: the method's, 4 to 256).",
             ),
         ] = None,
         canaries: Annotated[
@@ -108,18 +106,29 @@ def _command(name: str) -> None:
     ) -> None:
         _audit(name, epsilon, delta, runs, canaries, confidence, noise_factor, seed, as_json)
 
-    audit_app.command(name, help=f"Audit {_description(name)}.")(command)
+    audit_app.command(name, help=f"Audit {_description(name)}.", short_help=_short(name))(command)
+
+
+def _short(name: str) -> str:
+    from privopt.audit.registry import CORE_AUDITS
+
+    if name in CORE_AUDITS:
+        return f"Audit the training core: {CORE_AUDITS[name].description}."
+    method = name.removeprefix("regression-")
+    return f"Audit DPLinearRegression ({method}), one-run input canaries."
 
 
 def _description(name: str) -> str:
-    from privopt.audit.registry import CORE_AUDITS, ESTIMATOR_AUDITS
+    from privopt.audit.input_one_run import ONE_RUN_ESTIMATOR_AUDITS
+    from privopt.audit.registry import CORE_AUDITS, ESTIMATOR_AUDIT_NAMES
 
     if name in CORE_AUDITS:
         return f"the training core, {CORE_AUDITS[name].description} (white-box, one run)"
-    note = ESTIMATOR_AUDITS[name].note
-    method = name.removeprefix("regression-")
-    suffix = f"; {note}" if note else ""
-    return f"DPLinearRegression(method={method!r}) (black-box input canary){suffix}"
+    audit = ONE_RUN_ESTIMATOR_AUDITS[ESTIMATOR_AUDIT_NAMES[name]]
+    return (
+        f"DPLinearRegression(method={audit.method!r}) (one-run input canaries, black box; "
+        f"control: --noise-factor {audit.control_factor:.3g}): {audit.note}"
+    )
 
 
 def _register() -> None:

@@ -4,13 +4,14 @@ Training core (white-box gradient canaries, one run, :mod:`privopt.audit.canarie
 that :func:`privopt.algorithms.dp_ftrl` and the DP-SGD paths build (fixed batches with each noise
 mechanism, Poisson-sampled DP-SGD), calibrated by :meth:`TrainingPlan.calibrate` and run by
 :func:`privopt.training.execute`, so the audit exercises the calibration, the loop and each
-mechanism's noise stream. Estimators (black-box input canaries over many fits,
-:mod:`privopt.audit.input_canaries`): every ``DPLinearRegression`` method end to end.
+mechanism's noise stream. Estimators (one-run input canaries, d per fit, many fits pooled,
+:mod:`privopt.audit.input_one_run`): every ``DPLinearRegression`` method end to end, black box
+(only the released coefficients are scored).
 
 A planted-bug control runs the same audit with the noise scaled by ``noise_factor`` while the
 claim stays: 1/3 for the white-box audits (the selftest's bug; a halved sensitivity is the
-milder 1/2), 1/10 for the black-box estimator audits, whose single input canary sees only a
-share of each fit's budget (measured power in TRUST.md).
+milder 1/2); for the estimators each method's ``control_factor`` (1/3 to 1/100: an input
+canary sees only the share of the budget its releases carry; measured power in TRUST.md).
 """
 
 from __future__ import annotations
@@ -22,11 +23,14 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.audit.input_canaries import ESTIMATOR_AUDITS, audit_estimator
+from privopt.audit.input_canaries import ESTIMATOR_AUDITS
+from privopt.audit.input_one_run import ONE_RUN_ESTIMATOR_AUDITS, audit_estimator_one_run
 from privopt.audit.one_run import audit_one_run
 
 __all__ = [
     "CORE_AUDITS",
+    "ESTIMATOR_AUDITS",
+    "ESTIMATOR_AUDIT_NAMES",
     "ESTIMATOR_CONTROL_FACTOR",
     "WHITE_BOX_CONTROL_FACTOR",
     "audit_algorithm",
@@ -94,9 +98,15 @@ CORE_AUDITS: dict[str, CoreAudit] = {
 }
 
 
+#: ``privopt audit regression-METHOD``: the one-run input-canary audit of each method.
+ESTIMATOR_AUDIT_NAMES: dict[str, str] = {
+    f"regression-{method}": method for method in ONE_RUN_ESTIMATOR_AUDITS
+}
+
+
 def audit_names() -> tuple[str, ...]:
     """Every name ``privopt audit`` accepts (besides ``selftest``)."""
-    return (*CORE_AUDITS, *ESTIMATOR_AUDITS)
+    return (*CORE_AUDITS, *ESTIMATOR_AUDIT_NAMES)
 
 
 def audit_algorithm(
@@ -113,8 +123,9 @@ def audit_algorithm(
     """Audit one algorithm or estimator method; a JSON-ready summary.
 
     Core paths: ``runs`` one-run audits of ``canaries`` gradient canaries each, pooled (default
-    1); estimators: ``runs`` fits per neighbour (default 200). ``noise_factor`` < 1 plants the
-    bug of a control.
+    1); estimators: ``runs`` fits of d input canaries each, pooled (default: the method's
+    ``fits``). ``noise_factor`` < 1 plants the bug of a control (estimators: every Gaussian
+    draw scaled, :func:`privopt.audit.input_one_run.scaled_noise`).
     """
     from privopt.audit.canaries import audit_training_plan
 
@@ -137,21 +148,24 @@ def audit_algorithm(
         bound = float(one_run.epsilon_lower_bound)
         details: dict[str, Any] = {"guesses": one_run.guesses, "correct": one_run.correct}
         description = CORE_AUDITS[name].description
-    elif name in ESTIMATOR_AUDITS:
-        audit = ESTIMATOR_AUDITS[name]
-        claimed, res = audit_estimator(
+    elif name in ESTIMATOR_AUDIT_NAMES:
+        audit = ONE_RUN_ESTIMATOR_AUDITS[ESTIMATOR_AUDIT_NAMES[name]]
+        claimed, one_run = audit_estimator_one_run(
             audit,
             epsilon=epsilon,
             delta=delta,
-            runs=200 if runs is None else runs,
+            fits=runs,
             confidence=confidence,
-            planted_noise_factor=factor,
+            noise_factor=factor,
             seed=seed,
         )
-        bound = float(res.epsilon_lower_bound)
-        kind = f"black-box Clopper-Pearson, {res.runs[0]} + {res.runs[1]} evaluation fits"
-        details = {"tpr": res.true_positive_rate, "fpr": res.false_positive_rate}
-        description = f"DPLinearRegression end to end, one input canary {audit.note}".strip()
+        bound = float(one_run.epsilon_lower_bound)
+        kind = (
+            f"one-run f-DP (Mahloujifar et al. 2024), {one_run.canaries} input canaries in "
+            f"{one_run.canaries // (audit.canaries or audit.n_features)} fits"
+        )
+        details = {"guesses": one_run.guesses, "correct": one_run.correct}
+        description = f"DPLinearRegression(method={audit.method!r}) end to end: {audit.note}"
     else:
         raise ValueError(f"Expected one of {', '.join(audit_names())} or selftest, got {name!r}.")
     return {
