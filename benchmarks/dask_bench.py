@@ -10,15 +10,21 @@ whose per-worker memory limit is below the data size, and measures on it:
 * AdaSSP's statistic pass alone (bounds fixed), the private preprocessing's gather pass alone
   (20,000 rows), the whole AdaSSP fit with public bounds (one pass) and with private bounds
   (gather pass, then the Gram pass), noisy Newton with public bounds (seven passes, once);
+* DP-AMBSSGD with public and with private bounds (the moment subset's gather pass, then its
+  T rounds gathered by global index, several rounds per pass within
+  ``privopt.distributed.rounds.GATHER_BYTES`` of client memory);
 * DP-SGD's per-step latency on a small table (one round trip per step).
+
+``--only`` takes labels or prefixes (``--only ambssgd``: the I/O floor and both DP-AMBSSGD
+runs; noisy Newton and DP-SGD run only when named).
 
 The runs are repeated ``--repeats`` times, interleaved (forward, then backward), after one
 warm-up pass; each reports its best wall time and its least worker CPU time (the machine is
 shared, so contention only adds), the passes over the data it made (file-reading tasks from
-the scheduler's task stream), the peak RSS of each worker process (psutil, every 0.05 s, from
-this process) and the 1-minute load average. Results go to ``--out`` (JSON). Full size:
-``python benchmarks/dask_bench.py --rows 50000000`` (about 8.9 GB of Parquet; check free disk
-first).
+the scheduler's task stream), the peak RSS of each worker process and of this (client)
+process (psutil, every 0.05 s, from this process) and the 1-minute load average. Results go
+to ``--out`` (JSON). Full size: ``python benchmarks/dask_bench.py --rows 50000000`` (about
+8.9 GB of Parquet; check free disk first).
 """
 
 from __future__ import annotations
@@ -70,6 +76,8 @@ class WorkerMeter:
 
         self.processes = [psutil.Process(pid) for pid in sorted(client.run(os.getpid).values())]
         self.period, self.peak = period, [0] * len(self.processes)
+        self.client = psutil.Process()  # this process: rows gathered to the client land here
+        self.client_start = self.client_peak = self.client.memory_info().rss
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
 
@@ -83,6 +91,7 @@ class WorkerMeter:
                     self.peak[i] = max(self.peak[i], process.memory_info().rss)
                 except Exception:  # a worker restarting: skip the sample
                     pass
+            self.client_peak = max(self.client_peak, self.client.memory_info().rss)
             self._stop.wait(self.period)
 
     def __enter__(self):
@@ -121,6 +130,8 @@ def measure(client, fn, files: int) -> tuple[object, dict]:
         "client_cpu_seconds": meter.client_cpu,
         "passes": reads / files,
         "peak_worker_rss_mib": meter.mib(),
+        "client_rss_start_mib": round(meter.client_start / 2**20, 1),
+        "peak_client_rss_mib": round(meter.client_peak / 2**20, 1),
         "load_average_1min": os.getloadavg()[0],
     }
 
@@ -141,6 +152,8 @@ def best_of(runs: list[dict]) -> dict:
         "client_cpu_seconds": round(min(r["client_cpu_seconds"] for r in runs), 3),
         "passes": max(r["passes"] for r in runs),
         "peak_worker_rss_mib": max((r["peak_worker_rss_mib"] for r in runs), key=max),
+        "client_rss_start_mib": min(r["client_rss_start_mib"] for r in runs),
+        "peak_client_rss_mib": max(r["peak_client_rss_mib"] for r in runs),
         "load_average_1min": round(sum(r["load_average_1min"] for r in runs) / len(runs), 2),
         "repeats": len(runs),
     }
@@ -225,9 +238,18 @@ def main() -> None:
         "preprocessing_gather_pass": gather_pass,
         "adassp_public_bounds": lambda: fit(dict(method="adassp", **public)),
         "adassp_private_bounds": lambda: fit(dict(method="adassp")),
+        "ambssgd_public_bounds": lambda: fit(dict(method="ambssgd", **public)),
+        "ambssgd_private_bounds": lambda: fit(dict(method="ambssgd")),
     }
-    if args.only:
-        runs = {label: runs[label] for label in ["io_floor_one_pass", *args.only.split(",")]}
+    if args.only:  # labels or their prefixes (--only ambssgd: both DP-AMBSSGD runs)
+        wanted = args.only.split(",")
+        runs = {
+            label: fn
+            for label, fn in runs.items()
+            if label == "io_floor_one_pass" or any(label.startswith(w) for w in wanted)
+        }
+        args.skip_newton |= not any("newton".startswith(w) for w in wanted)
+        args.skip_sgd |= not any("dpsgd".startswith(w) for w in wanted)
     once = {}
     if not args.skip_newton:
         once["newton_public_bounds"] = lambda: fit(dict(method="newton", **public))
@@ -254,11 +276,14 @@ def main() -> None:
             results[label]["x_io_floor_worker_cpu"] = round(
                 results[label]["worker_cpu_seconds"] / floor["worker_cpu_seconds"], 2
             )
-        if label.startswith(("adassp_p", "newton")):
+        if label.startswith(("adassp_p", "newton", "ambssgd")):
             coef = values[label].coef_
             results[label]["max_coef_error"] = float(
                 np.max(np.abs(coef - np.linspace(-1.0, 1.0, args.features)))
             )
+        if label.startswith("ambssgd"):  # rounds, and the passes that gathered them
+            info = values[label].fit_info_
+            results[label].update(rounds=int(info["steps"]), gather_passes=info["gather_passes"])
 
     if not args.skip_sgd:
         # DP-SGD: one round trip per step, measured on the first files (persisted in memory)

@@ -36,7 +36,7 @@ BackendOption = Annotated[
     typer.Option(
         "--backend",
         help="numpy (read into memory) or dask (lazy, one partition per file; methods adassp, "
-        "dpsgd, newton, auto).",
+        "ambssgd, dpsgd, ftrl-sigma, newton, auto).",
     ),
 ]
 SchedulerOption = Annotated[

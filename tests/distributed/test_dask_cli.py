@@ -153,4 +153,4 @@ def test_backend_options_are_checked(capsys, tmp_path, data):
     code, _, err = fit(capsys, folder, out, "--workers", "2")
     assert code == 2 and "need --backend dask" in err
     code, _, err = fit(capsys, folder, out, "--backend", "dask", "--method", "ssgd")
-    assert code == 2 and "adassp, dpsgd, newton" in err and not out.exists()
+    assert code == 2 and "adassp, ambssgd, dpsgd, ftrl-sigma, newton" in err and not out.exists()

@@ -11,11 +11,13 @@ from dask_helpers import as_dask, assert_same_fit, estimator, reference
 from privopt.distributed import DASK_METHODS
 
 PARTITIONS = (1, 3, 17)
+#: DP-AMBSSGD needs more rows than this data has (test_dask_ambssgd.py covers it)
+METHODS = tuple(m for m in DASK_METHODS if m != "ambssgd")
 
 
 @pytest.mark.parametrize("partitions", PARTITIONS)
 @pytest.mark.parametrize("public", [True, False], ids=["public-bounds", "private-bounds"])
-@pytest.mark.parametrize("method", DASK_METHODS)
+@pytest.mark.parametrize("method", METHODS)
 def test_synchronous_equals_in_memory(synchronous, data, method, public, partitions):
     X, y = data
     fitted = estimator(method, public).fit(*as_dask(X, y, partitions))
@@ -24,7 +26,7 @@ def test_synchronous_equals_in_memory(synchronous, data, method, public, partiti
 
 
 @pytest.mark.parametrize("partitions", PARTITIONS)
-@pytest.mark.parametrize("method", DASK_METHODS)
+@pytest.mark.parametrize("method", METHODS)
 def test_cluster_equals_in_memory(client, data, method, partitions):
     X, y = data
     fitted = estimator(method, public=False).fit(*as_dask(X, y, partitions))
@@ -50,8 +52,8 @@ def test_a_different_seed_gives_a_different_model(synchronous, data):
 
 def test_methods_without_a_dask_path_are_refused_with_the_list(synchronous, data):
     X, y = data
-    for method in ("ssgd", "ambssgd", "ftrl-sigma"):
-        with pytest.raises(ValueError, match="adassp, dpsgd, newton"):
+    for method in ("ssgd",):
+        with pytest.raises(ValueError, match="adassp, ambssgd, dpsgd, ftrl-sigma, newton"):
             estimator(method, public=True).fit(*as_dask(X, y, 2))
 
 

@@ -30,7 +30,7 @@ __all__ = [
 ]
 
 #: the DPLinearRegression methods that run on Dask ("auto" resolves to one of them)
-DASK_METHODS = ("adassp", "dpsgd", "newton")
+DASK_METHODS = ("adassp", "ambssgd", "dpsgd", "ftrl-sigma", "newton")
 
 
 def is_dask_input(obj: Any) -> bool:

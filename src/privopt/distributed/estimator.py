@@ -34,7 +34,9 @@ from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.quantile_bounds import QUANTILE_ROWS, tighten_public_bounds
 from privopt.algorithms.result import FitTrace
 from privopt.distributed import DASK_METHODS
+from privopt.distributed.ftrl import ftrl_sigma_dask
 from privopt.distributed.methods import adassp_dask, dpsgd_dask, newton_dask
+from privopt.distributed.rounds import ambssgd_dask
 from privopt.distributed.rows import PartitionedRows
 
 __all__ = ["fit_linear_regression", "resolve_method"]
@@ -138,6 +140,7 @@ def fit_linear_regression(
     w, trace, info, reasons = _run(
         est, method, rows, excluded, bounds, mu_main, rng, ledger, n_main, callback
     )
+    bounds = info.pop("_bounds", bounds)  # DP-AMBSSGD rescales the intercept column
     from privopt.estimators._regression_methods import describe, method_fixes
     from privopt.estimators._utility import warn_if_useless
 
@@ -172,6 +175,39 @@ def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback)
         if ratio > rm.NOISE_TO_SIGNAL_LIMIT:
             reasons.append(f"the last gradient's noise is {ratio:.3g} times its signal")
         return w, FitTrace.empty(), info, reasons
+    if method == "ambssgd":
+        from privopt.estimators.linear_regression import AMBSSGD_MOMENT_SHARE
+
+        w, trace, info, h_norm = ambssgd_dask(
+            rows,
+            excluded,
+            bounds,
+            epsilon=est.epsilon,
+            delta=est.delta,
+            mu=mu,
+            moment_mu=mu * math.sqrt(AMBSSGD_MOMENT_SHARE),
+            rng=rng,
+            ledger=ledger,
+            diagnostics=est.diagnostics,
+        )
+        progress = rm.optimisation_progress(info["learning_rate"], h_norm, info["steps"])
+        reasons = []
+        if progress < rm.PROGRESS_LIMIT:
+            reasons.append(f"eta * ||H|| * rounds = {progress:.3g} < {rm.PROGRESS_LIMIT:g}")
+        return w, trace, info, reasons
+    if method == "ftrl-sigma":
+        w, trace, info = ftrl_sigma_dask(
+            rows,
+            excluded,
+            bounds,
+            epsilon=est.epsilon,
+            delta=est.delta,
+            public_X=est.public_X,
+            rng=rng,
+            ledger=ledger,
+            diagnostics=est.diagnostics,
+        )
+        return w, trace, info, []
     epsilon = est.epsilon
     if epsilon > rm.DPSGD_MAX_EPSILON:
         warnings.warn(

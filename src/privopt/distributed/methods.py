@@ -14,6 +14,10 @@ noisy Newton  1 (Gram) + 1 (the residual quantile's subset      ``newton.dp_newt
               gradient pass per step
 DP-SGD        1 (persist the transformed rows), then one small  ``baselines.dpsgd_linear``
               task per partition holding sampled rows per step  (the training core)
+DP-AMBSSGD    1 (the second moment's subset gathered) + one     ``ambssgd.dp_ambssgd``
+              gather per k rounds (:mod:`.rounds`), T rounds    (the training core)
+DP-FTRL-Σ     one gather per k rows of the secret order         ``ftrl_sigma.dp_ftrl_sigma``
+              (:mod:`.ftrl`), N single-row steps here          (the training core)
 ============  ================================================  ===========================
 
 Privacy: identical to the in-memory methods (see their docstrings): the releases, their
