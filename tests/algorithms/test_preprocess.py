@@ -492,3 +492,27 @@ def test_tightened_public_bounds_never_exceed_the_public_ones():
     assert 3.0 < tight.x_radius < 6.0 < loose.x_radius  # ||x|| ~ sqrt(5) +- ; 99%: ~4
     assert 2.0 < tight.y_radius < 4.0 < loose.y_radius
     assert tight.source == "public" and tight.tightened
+
+
+@pytest.mark.parametrize("masked", [False, True])
+def test_transform_block_equals_transform_and_flags_the_clipped_rows(masked):
+    """transform_block writes transform's feature columns bit for bit and flags exactly the
+    rows that a clip changed: every other row is (x - c) / s (what noisy Newton's blockwise
+    passes rely on)."""
+    rng = np.random.default_rng(4)
+    d = 5
+    X = rng.standard_t(3, size=(2_000, d)) * 2.0 + 0.5
+    scale = np.array([1.0, 2.0, np.inf, 0.5, 1.5])
+    mask = np.array([True, False, True, True, True]) if masked else None
+    b = LinearBounds(
+        np.full(d, 0.5), 0.0, 5.0, 1.0, 1.0, "private", x_scale=scale, x_box=3.0, box_mask=mask
+    )
+    out = np.empty((X.shape[0], d))
+    changed, norms = b.transform_block(X, out)
+    Z = b.transform(X)
+    np.testing.assert_array_equal(out, Z[:, :d])
+    affine = (X - b.x_center) / scale
+    differs = np.any(affine != Z[:, :d], axis=1)
+    np.testing.assert_array_equal(changed, differs)
+    assert 0.05 < changed.mean() < 0.95  # both kinds are present
+    np.testing.assert_allclose(norms, np.linalg.norm(Z[:, :d], axis=1), rtol=1e-14)

@@ -195,3 +195,28 @@ def test_one_relation_for_every_method_on_request(method):
         s_replace = [e.parameters["sensitivity"] for e in replace.privacy_report_.events]
         assert all(a <= b for a, b in zip(s_zero, s_replace, strict=True))
         assert any(a < b for a, b in zip(s_zero, s_replace, strict=True))
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_default_newton_reads_x_blockwise_with_the_same_model(fit_intercept, monkeypatch):
+    """The default noisy-Newton fit runs on X block by block (no transformed copy): the same
+    coefficients, to summation order, as noisy Newton on ``bounds.transform(X, y)``, and the
+    same privacy report."""
+    from privopt.estimators import _regression_methods as methods
+    from privopt.estimators import linear_regression as module
+
+    data = make_linear_regression(30_000, 8, sigma=1.0, rng=np.random.default_rng(2))
+    kwargs = {"delta": 1e-6, "random_state": 4, "fit_intercept": fit_intercept}
+    fast = DPLinearRegression(**kwargs).fit(data.X, data.y)
+    assert fast.fit_info_["method"] == "newton"
+
+    def on_transform(est, X, y, bounds, mu, rng, ledger, n_public):
+        Z, t = bounds.transform(X, y)
+        return methods.run_newton(est, Z, t, bounds, mu, rng, ledger, n_public)
+
+    monkeypatch.setattr(module, "run_newton_rows", on_transform)
+    slow = DPLinearRegression(**kwargs).fit(data.X, data.y)
+    scale = np.linalg.norm(slow.coef_)
+    np.testing.assert_allclose(fast.coef_, slow.coef_, rtol=0, atol=1e-10 * scale)
+    assert fast.intercept_ == pytest.approx(slow.intercept_, rel=1e-10, abs=1e-10 * scale)
+    assert fast.privacy_report_.epsilon == pytest.approx(slow.privacy_report_.epsilon, rel=1e-12)

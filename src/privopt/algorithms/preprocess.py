@@ -131,6 +131,38 @@ class LinearBounds:
         t = np.clip(y - self.y_center, -self.y_radius, self.y_radius)
         return Z, t
 
+    def transform_block(self, X: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``out`` (rows, d) = the feature columns of ``transform(X)`` (the intercept column
+        is not written); returns (the mask of rows that the box or row clip changed, their
+        norms before the row clip times its factors). Unchanged rows are exactly
+        ``(x - c) / s``.
+
+        The same arithmetic as :meth:`transform` (a factor of 1 changes nothing, so the row
+        scaling touches only the rows it acts on); a row counts as box-clipped when the clip
+        changed its norm (a clip that moves a value by more than about an ulp lowers it).
+        """
+        np.subtract(X, self.x_center, out=out)
+        if self.x_scale is not None:
+            out /= self.x_scale
+        lengths = row_norms(out)
+        changed = np.zeros(X.shape[0], dtype=bool)
+        box = self.x_box
+        if math.isfinite(box):
+            if self.box_mask is None:
+                np.clip(out, -box, box, out=out)
+            else:
+                mask = self.box_mask
+                out[:, mask] = np.clip(out[:, mask], -box, box)
+            clipped = row_norms(out)
+            changed = clipped != lengths
+            lengths = clipped
+        factors = clip_factors(lengths, self.x_radius)
+        scaled = factors < 1.0
+        if np.any(scaled):
+            out[scaled] *= factors[scaled, None]
+            changed |= scaled
+        return changed, lengths * factors
+
     def to_original(self, w: np.ndarray) -> tuple[np.ndarray, float]:
         """(coef, intercept) in the caller's units from coefficients fitted on transformed data."""
         w = np.asarray(w, dtype=float)

@@ -19,7 +19,7 @@ import numpy as np
 from privopt.accounting import gdp_mu
 from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
 from privopt.algorithms.baselines import adassp, dpsgd_linear
-from privopt.algorithms.newton import dp_newton
+from privopt.algorithms.newton import dp_newton, dp_newton_rows
 from privopt.algorithms.preprocess import private_second_moment
 from privopt.algorithms.quantile_bounds import TARGET_SIGMAS
 from privopt.algorithms.result import FitTrace
@@ -41,6 +41,7 @@ __all__ = [
     "run_ambssgd",
     "run_dpsgd",
     "run_newton",
+    "run_newton_rows",
     "run_ssgd",
 ]
 
@@ -117,10 +118,24 @@ def run_newton(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
         public_n=n_public,
         steps=NEWTON_STEPS,
     )
-    p = Z.shape[1]
-    reasons = _gram_reasons(Z.shape[0], p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
+    return _newton_result(w, info, Z.shape, bounds)
+
+
+def run_newton_rows(est, X, y, bounds, mu, rng, ledger, n_public) -> tuple:
+    """:func:`run_newton` on ``bounds.transform(X, y)`` without forming it (the same releases
+    and model up to summation order: :func:`~privopt.algorithms.newton.dp_newton_rows`)."""
+    w, info = dp_newton_rows(
+        X, y, bounds, mu=mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS
+    )
+    p = X.shape[1] + int(bounds.intercept_scale > 0)
+    return _newton_result(w, info, (X.shape[0], p), bounds)
+
+
+def _newton_result(w, info, shape, bounds) -> tuple:
+    n, p = shape
+    reasons = _gram_reasons(n, p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
     # the last gradient: noise against a sum whose every row carries the clip rho / sqrt(p)
-    last_signal = Z.shape[0] * bounds.row_bound * info["residual_clips"][-1] / math.sqrt(p)
+    last_signal = n * bounds.row_bound * info["residual_clips"][-1] / math.sqrt(p)
     ratio = noise_to_signal(info["gradient_stds"][-1], p, last_signal)
     if ratio > NOISE_TO_SIGNAL_LIMIT:
         reasons.append(f"the last gradient's noise is {ratio:.3g} times its signal")

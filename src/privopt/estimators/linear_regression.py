@@ -37,6 +37,7 @@ from privopt.estimators._regression_methods import (
     run_ambssgd,
     run_dpsgd,
     run_newton,
+    run_newton_rows,
     run_ssgd,
 )
 from privopt.estimators._utility import warn_if_useless
@@ -269,11 +270,17 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             order = rng.permutation(n)
             rows, main_rows = np.sort(order[:m]), np.sort(order[m:])
             bounds = self._quantile_bounds(X, y, rows, mu, rng, ledger, "preprocess")
-        Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
-        Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # _base: no-op if None
-        w, trace, info, reasons = self._run(
-            method, Z, t, bounds, mu_main, epsilon_main, rng, ledger, float(main_rows.size)
-        )
+        if method == "newton" and main_rows.size == n and sample_weight is None:
+            # blockwise from X: the same releases, no transformed copy of X (issue 16's speed)
+            w, trace, info, reasons = run_newton_rows(
+                self, X, y, bounds, mu_main, rng, ledger, float(n)
+            )
+        else:
+            Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
+            Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # no-op if None
+            w, trace, info, reasons = self._run(
+                method, Z, t, bounds, mu_main, epsilon_main, rng, ledger, float(main_rows.size)
+            )
         bounds = info.pop("_bounds", bounds)  # a method may rescale the intercept column
         warn_if_useless(f"DPLinearRegression(method={method!r})", reasons, method_fixes(method))
         self.coef_, self.intercept_ = bounds.to_original(w)
