@@ -13,13 +13,16 @@ The fraction clipped is a non-private diagnostic: the training loop returns it o
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from privopt._validate import check_nonnegative
 from privopt.clipping import clip_factors, row_norms
+from privopt.clipping.clip import clip_factor
 
 __all__ = [
     "FTRLModel",
@@ -142,6 +145,8 @@ def clip_coefficients(
     clip. Norms at or below the threshold pass unchanged (c_i = r_i).
     """
     residuals = np.asarray(residuals, dtype=float)
+    if residuals.size == 1 and np.size(norms) == 1:  # one row per step (DP-FTRL-Σ): on floats
+        return _clip_coefficient(float(residuals.flat[0]), float(np.ravel(norms)[0]), clip)
     factors = clip_factors(np.abs(residuals) * norms, clip)
     clipped = factors < 1.0
     coefficients = residuals * factors
@@ -150,6 +155,17 @@ def clip_coefficients(
         coefficients[over] = np.nextafter(coefficients[over], 0.0)
         over = np.abs(coefficients) * norms > clip
     return coefficients, clipped
+
+
+def _clip_coefficient(r: float, norm: float, clip: float) -> tuple[np.ndarray, np.ndarray]:
+    """:func:`clip_coefficients` for one row, on Python floats (the same values and checks:
+    :func:`privopt.clipping.clip_factor` is :func:`~privopt.clipping.clip_factors` on floats)."""
+    clip = check_nonnegative("threshold", clip)
+    factor = clip_factor(abs(r) * norm, clip)
+    c = r * factor
+    while abs(c) * norm > clip:
+        c = math.nextafter(c, 0.0)
+    return np.array([c]), np.array([factor < 1.0])
 
 
 class LogisticRegressionModel(_ResidualModel):
