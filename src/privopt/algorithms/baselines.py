@@ -424,26 +424,21 @@ def dpsgd_linear(
             "add/remove analysis, with N public: N sets q, the step count and the divisor); "
             f"create the ledger with neighbouring 'zero-out', not {ledger.neighbouring.value!r}."
         )
-    n = Z.shape[0]
-    # q, the number of steps and the normaliser q n are computed from a public size: the
-    # caller's ``public_n`` when the rows were assigned to this fit by independent draws, else n.
-    n_public = n if public_n is None else check_positive("public_n", public_n)
-    batches = PoissonSampling.from_epochs(
-        n_public, epochs=epochs, expected_batch=DEFAULT_EXPECTED_BATCH, sample_rate=sample_rate
-    )
-    G = R * T if clip_norm is None else check_positive("clip_norm", clip_norm)
-    eta = 1.0 / R**2 if learning_rate is None else check_positive("learning_rate", learning_rate)
-    # paper config -> plan -> calibrate -> execute (the training core)
-    plan = TrainingPlan(
-        n,
-        batches,
-        G,
-        neighbouring="zero-out",
-        public_records=n_public,
-        label="dp-sgd steps",
+    plan, eta, info = dpsgd_linear_plan(
+        Z.shape[0],
+        public_n=public_n,
+        row_bound=R,
+        target_bound=T,
+        epsilon=epsilon,
+        delta=delta,
+        epochs=epochs,
+        sample_rate=sample_rate,
+        clip_norm=clip_norm,
+        learning_rate=learning_rate,
+        accountant=accountant,
         adaptive_clipping=adaptive_clipping,
-    ).calibrate(epsilon, delta, accountant)
-    w, trace, info = execute(
+    )
+    return execute(
         plan,
         "linear",
         SGD(eta),
@@ -454,15 +449,61 @@ def dpsgd_linear(
         ledger=ledger,
         partition=partition,
         diagnostics=diagnostics,
-        info={
-            "sample_rate": batches.sample_rate,
-            "epochs": epochs,
-            "expected_batch_size": plan.divisor,
-            "clip_norm": G,
-            "learning_rate": eta,
-            "accountant": accountant,
-            "epsilon": epsilon,
-            "delta": delta,
-        },
+        info=info,
     )
-    return w, trace, info
+
+
+def dpsgd_linear_plan(
+    n: int,
+    *,
+    public_n: float | None,
+    row_bound: float,
+    target_bound: float,
+    epsilon: float,
+    delta: float,
+    epochs: float = 5,
+    sample_rate: float | None = None,
+    clip_norm: float | None = None,
+    learning_rate: float | None = None,
+    accountant: str = "pld",
+    adaptive_clipping: QuantileClipping | None = None,
+) -> tuple[TrainingPlan, float, dict[str, Any]]:
+    """:func:`dpsgd_linear`'s paper config -> calibrated plan: (plan, eta, info).
+
+    Public quantities only (n, the public size, the bounds, the target, the knobs), so the
+    in-memory fit and the Dask backend (:func:`privopt.distributed.methods.dpsgd_dask`) build
+    the same plan; each then runs it with :func:`privopt.training.execute` on its own rows.
+    """
+    # q, the number of steps and the normaliser q n are computed from a public size: the
+    # caller's ``public_n`` when the rows were assigned to this fit by independent draws, else n.
+    n_public = n if public_n is None else check_positive("public_n", public_n)
+    batches = PoissonSampling.from_epochs(
+        n_public, epochs=epochs, expected_batch=DEFAULT_EXPECTED_BATCH, sample_rate=sample_rate
+    )
+    G = row_bound * target_bound if clip_norm is None else check_positive("clip_norm", clip_norm)
+    eta = (
+        1.0 / row_bound**2
+        if learning_rate is None
+        else check_positive("learning_rate", learning_rate)
+    )
+    # paper config -> plan -> calibrate (the training core)
+    plan = TrainingPlan(
+        n,
+        batches,
+        G,
+        neighbouring="zero-out",
+        public_records=n_public,
+        label="dp-sgd steps",
+        adaptive_clipping=adaptive_clipping,
+    ).calibrate(epsilon, delta, accountant)
+    info = {
+        "sample_rate": batches.sample_rate,
+        "epochs": epochs,
+        "expected_batch_size": plan.divisor,
+        "clip_norm": G,
+        "learning_rate": eta,
+        "accountant": accountant,
+        "epsilon": epsilon,
+        "delta": delta,
+    }
+    return plan, eta, info

@@ -46,15 +46,15 @@ from dask import delayed
 from privopt.accounting import PrivacyLedger
 from privopt.algorithms import newton
 from privopt.algorithms.baselines import (
-    DEFAULT_EXPECTED_BATCH,
     adassp_release,
+    dpsgd_linear_plan,
 )
 from privopt.algorithms.newton import NEWTON_SHARES, newton_release
 from privopt.algorithms.preprocess import LinearBounds
 from privopt.algorithms.result import FitTrace
 from privopt.distributed import statistics as stats
 from privopt.distributed.rows import PartitionedRows, compute, tree_sum
-from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
+from privopt.training import SGD, execute
 from privopt.training.gradients import GradientModel
 
 __all__ = ["adassp_dask", "dpsgd_dask", "newton_dask"]
@@ -234,16 +234,18 @@ def dpsgd_dask(
     """:func:`privopt.algorithms.baselines.dpsgd_linear` with its defaults (q = min(1, 256 /
     N_public), K = ceil(epochs / q), G = R T, eta = 1 / R^2, PLD calibration, tail average) on
     the training core, each step's clipped sum computed on the cluster."""
-    R, T = bounds.row_bound, bounds.y_radius
     handle = _PersistedRows(rows, excluded, bounds)
     n = handle.shape[0]
-    batches = PoissonSampling.from_epochs(
-        public_n, epochs=epochs, expected_batch=DEFAULT_EXPECTED_BATCH
+    plan, eta, info = dpsgd_linear_plan(
+        n,
+        public_n=public_n,
+        row_bound=bounds.row_bound,
+        target_bound=bounds.y_radius,
+        epsilon=epsilon,
+        delta=delta,
+        epochs=epochs,
+        accountant="pld",
     )
-    G, eta = R * T, 1.0 / R**2
-    plan = TrainingPlan(
-        n, batches, G, neighbouring="zero-out", public_records=public_n, label="dp-sgd steps"
-    ).calibrate(epsilon, delta, "pld")
     return execute(
         plan,
         DaskLinearModel(),
@@ -256,14 +258,5 @@ def dpsgd_dask(
         partition=partition,
         diagnostics=diagnostics,
         callback=callback,
-        info={
-            "sample_rate": batches.sample_rate,
-            "epochs": epochs,
-            "expected_batch_size": plan.divisor,
-            "clip_norm": G,
-            "learning_rate": eta,
-            "accountant": "pld",
-            "epsilon": epsilon,
-            "delta": delta,
-        },
+        info=info,
     )

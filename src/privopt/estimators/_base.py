@@ -218,7 +218,8 @@ def _fit_partitioned(estimator: Any, X: Any, y: Any = None, sample_weight: Any =
     if not isinstance(estimator, DPLinearRegression):
         raise ValueError(
             f"{type(estimator).__name__} does not accept Dask inputs; DPLinearRegression does "
-            "(methods adassp, ambssgd, dpsgd, ftrl-sigma, newton, auto). Compute the data into memory first."
+            "(methods adassp, ambssgd, dpsgd, ftrl-sigma, newton, auto). Compute the data into "
+            "memory first."
         )
     from privopt.distributed import fit_linear_regression
 
