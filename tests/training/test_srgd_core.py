@@ -209,3 +209,27 @@ def test_analysis_refuses_what_it_does_not_cover():
                           analysis=analysis)  # fmt: skip
     with pytest.raises(ValueError, match="SRGD's analysis covers"):
         epochs.event()
+
+
+def test_the_report_states_both_clip_levels_and_the_tree_sensitivity():
+    """The plan's generic line would name one clip for every step, understating the first
+    step's clip when clip_first > clip_difference; SRGDAnalysis states its own lines."""
+    import warnings
+
+    from privopt.algorithms import accelerated_dp_srgd
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (4096, 3)) / 2
+    y = np.clip(X @ [0.3, -0.2, 0.1], -1, 1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fit = accelerated_dp_srgd(
+            X, y, "squared", epsilon=1.0, delta=1e-6, radius=2.0, x_bound=1.0, y_bound=1.0,
+            rng=rng, clip_first=5.0, clip_difference=2.0,
+        )  # fmt: skip
+    text = "\n".join(fit.report.assumptions)
+    assert "first gradients (step 0) clipped to l2 norm 5" in text
+    assert "differences (steps >= 1) to 2" in text
+    assert "per-example gradients clipped to l2 norm 2" not in text
+    sensitivity = fit.report.events[0].parameters["sensitivity"]
+    assert f"{sensitivity:.6g}" in text

@@ -128,6 +128,24 @@ class SRGDAnalysis:
         sensitivity = plan.relation_factor * unit / divisor
         return GaussianEvent(sensitivity, multiplier * plan.clip_norm / divisor, label=label)
 
+    def assumptions(self, plan: Any) -> list[str]:
+        """The report's clipping and sensitivity lines (the plan's generic ones would name
+        one clip for every step)."""
+        if self.first_clip is not None:
+            clips = (
+                f"per-example first gradients (step 0) clipped to l2 norm {self.first_clip:g}, "
+                f"per-example weighted gradient differences (steps >= 1) to {plan.clip_norm:g}"
+            )
+        else:
+            clips = f"per-example gradients clipped to l2 norm {plan.clip_norm:g}"
+        event = self.event(plan, 1.0)
+        return [
+            clips,
+            f"privacy analysed by SRGDAnalysis ({event.label}): l2 sensitivity of the batch-mean "
+            f"release {event.sensitivity:.6g} = {plan.relation_factor:g} max_t c_t sqrt(m_t) / B, "
+            "with m_t the tree nodes holding step t",
+        ]
+
 
 class NoiseCalibration(NamedTuple):
     """The release's sensitivity, its exact noise and the paper's sigmas (for comparison)."""

@@ -389,7 +389,12 @@ class TrainingPlan:
         return dataclasses.replace(self, noise_multiplier=sigma)
 
     def assumptions(self) -> list[str]:
-        """What the plan's privacy claim relies on, in words (for the report)."""
+        """What the plan's privacy claim relies on, in words (for the report).
+
+        An ``analysis`` with its own ``assumptions(plan)`` states the clipping and sensitivity
+        lines itself (e.g. seed 004's two clip levels), instead of the generic ones below.
+        """
+        own = getattr(self.analysis, "assumptions", None)
         out = [
             "the number of records N is public",
             f"per-example gradients clipped to l2 norm {self.clip_norm:g}"
@@ -399,6 +404,8 @@ class TrainingPlan:
             else "per-example gradients clipped to a threshold released before the step",
             self.batches.describe(self.num_records),
         ]
+        if own is not None:
+            return [out[0], out[2], *own(self)]
         if self.analysis is not None:
             out.append(f"privacy analysed by {type(self.analysis).__name__}")
         if self.private_threshold is not None:
