@@ -30,6 +30,24 @@ def test_take_returns_the_global_rows_whatever_the_partitioning(synchronous, dat
         np.testing.assert_array_equal(ys, y[rows])
 
 
+def test_take_fetches_in_bounded_groups_with_the_same_rows(synchronous, data, monkeypatch):
+    """Gathered rows are fetched in groups of at most TAKE_GROUP_BYTES (each partition read
+    once), so workers never hold a whole round; the rows are the same as in one fetch."""
+    import privopt.distributed.rows as rows_module
+
+    X, y = data
+    rows = np.arange(0, X.shape[0], 3)
+    partitioned = PartitionedRows.from_dask(*as_dask(X, y, 17))
+    calls = []
+    real = rows_module.compute
+    monkeypatch.setattr(rows_module, "compute", lambda *a: calls.append(len(a)) or real(*a))
+    monkeypatch.setattr(rows_module, "TAKE_GROUP_BYTES", 8 * 4 * 60)  # 60 rows of 3 + 1 columns
+    Xs, ys = partitioned.take(rows)
+    np.testing.assert_array_equal(Xs, X[rows])
+    np.testing.assert_array_equal(ys, y[rows])
+    assert sum(calls) == 17 and len(calls) > 5  # every partition once, in several groups
+
+
 def test_the_reduction_is_bitwise_the_same_on_every_scheduler(data, client):
     from privopt.accounting import PrivacyLedger
 
