@@ -40,6 +40,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
+from typing import Any
 
 import numpy as np
 
@@ -58,7 +59,10 @@ from privopt.training.thresholds import DPStatThreshold
 __all__ = [
     "AMBSSGDConfig",
     "ambssgd_plan",
+    "check_ledger",
     "dp_ambssgd",
+    "execute_rounds",
+    "moment_config",
     "noise_multipliers",
     "practical_config",
     "theory_config",
@@ -337,15 +341,7 @@ def dp_ambssgd(
         clip fraction, noise std on w, gamma), and the configuration with the number of unused
         rows and the plan (``info["plan"]``).
     """
-    if ledger.neighbouring.value not in ("replace-one", "zero-out"):
-        raise ValueError(
-            "DP-AMBSSGD's sensitivities are computed under replace-one neighbours (valid under "
-            f"zero-out too); got a {ledger.neighbouring.value!r} ledger."
-        )
-    if ledger.neighbouring.value == "zero-out":
-        # a null record is a valid record of the clipped domain, so replacing a record by it is
-        # a replacement: the replace-one sensitivities bound the zero-out ones
-        ledger.assume("DP-AMBSSGD uses its replace-one sensitivities, which bound zero-out's")
+    check_ledger(ledger)
     Z = np.asarray(Z, dtype=float)
     t = np.asarray(t, dtype=float)
     n = Z.shape[0]
@@ -356,10 +352,44 @@ def dp_ambssgd(
         )
     if shuffle not in ("rows", "none"):
         raise ValueError(f"Expected shuffle in ('rows', 'none'), got {shuffle!r}.")
+    plan = ambssgd_plan(n, config, shuffle)
+    return execute_rounds(
+        plan, config, "linear", Z, t, rng=rng, ledger=ledger, diagnostics=diagnostics
+    )
+
+
+def check_ledger(ledger: PrivacyLedger) -> None:
+    """DP-AMBSSGD's sensitivities are replace-one's; a zero-out ledger is stated, others refused."""
+    if ledger.neighbouring.value not in ("replace-one", "zero-out"):
+        raise ValueError(
+            "DP-AMBSSGD's sensitivities are computed under replace-one neighbours (valid under "
+            f"zero-out too); got a {ledger.neighbouring.value!r} ledger."
+        )
+    if ledger.neighbouring.value == "zero-out":
+        # a null record is a valid record of the clipped domain, so replacing a record by it is
+        # a replacement: the replace-one sensitivities bound the zero-out ones
+        ledger.assume("DP-AMBSSGD uses its replace-one sensitivities, which bound zero-out's")
+
+
+def execute_rounds(
+    plan: TrainingPlan,
+    config: AMBSSGDConfig,
+    model: Any,
+    Z: Any,
+    t: Any,
+    *,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    diagnostics: bool = False,
+) -> tuple[np.ndarray, FitTrace, dict]:
+    """Run ``plan`` (from :func:`ambssgd_plan`) with SGD(eta) and the tail average, on in-memory
+    rows (model ``"linear"``) or a backend's row handle (the Dask rounds); the trace's noise std
+    is the noise added to w."""
+    n = plan.num_records
     info = {**asdict(config), "unused_rows": n - config.records_needed, "mu": config.mu}
     w, trace, info = execute(
-        ambssgd_plan(n, config, shuffle),
-        "linear",
+        plan,
+        model,
         SGD(config.learning_rate),
         Z,
         t,
@@ -372,3 +402,45 @@ def dp_ambssgd(
     # the noise added to w: eta times the direction's zeta_t 2 alpha_g / b
     trace = dataclasses.replace(trace, noise_std=config.learning_rate * trace.noise_std)
     return w, trace, info
+
+
+def moment_config(
+    n: int,
+    moment: Any,
+    moment_rows: int,
+    *,
+    moment_mu: float,
+    mu: float,
+    epsilon: float,
+    delta: float,
+    bounds: Any,
+    x_dim: int,
+) -> tuple[AMBSSGDConfig, float, float]:
+    """``practical_config`` from a private second moment of the rows: (config, ||H||, scale).
+
+    ||H|| is bias-corrected for the moment's noise (:meth:`SecondMoment.h_norm` is the top
+    eigenvalue of H + E; the spike of a symmetric Gaussian perturbation with entry std s sits at
+    lambda + s^2 p / lambda, inverted here when it exceeds the noise edge 2 s sqrt(p)). With an
+    intercept column (``bounds.intercept_scale > 0``) its public scale becomes sqrt(tr H / d),
+    returned as ``scale`` (else the bounds' own). The rounds get ``mu^2 - moment_mu^2``
+    (the moment shares their rows). Post-processing of the moment only.
+    """
+    entry_std = math.sqrt(2.0) * bounds.x_radius**2 / moment_rows / moment_mu
+    edge = 2.0 * entry_std * math.sqrt(x_dim)
+    top = moment.h_norm
+    h_norm = (top + math.sqrt(top**2 - edge**2)) / 2.0 if top > edge else max(edge / 2, 1e-12)
+    trace_h = max(float(np.sum(moment.eigenvalues)), h_norm)
+    scale = math.sqrt(trace_h / x_dim) if bounds.intercept_scale > 0 else bounds.intercept_scale
+    h_norm = max(h_norm, scale**2)
+    config = practical_config(
+        n,
+        epsilon=epsilon,
+        delta=delta,
+        mu=math.sqrt(max(mu**2 - moment_mu**2, 1e-300)),
+        row_bound=math.hypot(bounds.x_radius, scale),  # the row bound with the new column
+        target_bound=bounds.y_radius,
+        h_norm=h_norm,
+        row_norm_sq=trace_h + 2 * h_norm + scale**2,
+        kappa=max(1.0, h_norm / (trace_h / x_dim)),
+    )
+    return config, h_norm, scale

@@ -37,17 +37,14 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import math
-from dataclasses import asdict
 from typing import Any
 
 import numpy as np
 
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms.ambssgd import ambssgd_plan, practical_config
+from privopt.algorithms.ambssgd import ambssgd_plan, check_ledger, execute_rounds, moment_config
 from privopt.algorithms.preprocess import LinearBounds, private_second_moment
 from privopt.distributed.rows import PartitionedRows
-from privopt.training import SGD, execute
 from privopt.training.gradients import GradientModel, LinearRegressionModel
 
 __all__ = ["GATHER_BYTES", "MOMENT_ROWS", "ambssgd_dask"]
@@ -190,45 +187,32 @@ def ambssgd_dask(
         partition=None,
     )
     del X, plain
-    # run_ambssgd's bias correction of ||H|| for the symmetric Gaussian noise, verbatim
-    entry_std = math.sqrt(2.0) * bounds.x_radius**2 / subset.size / moment_mu
-    edge = 2.0 * entry_std * math.sqrt(x_dim)
-    top = moment.h_norm
-    h_norm = (top + math.sqrt(top**2 - edge**2)) / 2.0 if top > edge else max(edge / 2, 1e-12)
-    trace_h = max(float(np.sum(moment.eigenvalues)), h_norm)
-    if bounds.intercept_scale > 0:  # the tasks' transform writes the rescaled column
-        bounds = dataclasses.replace(bounds, intercept_scale=math.sqrt(trace_h / x_dim))
-    h_norm = max(h_norm, bounds.intercept_scale**2)
-    config = practical_config(
+    config, h_norm, scale = moment_config(
         n,
+        moment,
+        subset.size,
+        moment_mu=moment_mu,
+        mu=mu,
         epsilon=epsilon,
         delta=delta,
-        mu=math.sqrt(max(mu**2 - moment_mu**2, 1e-300)),
-        row_bound=bounds.row_bound,
-        target_bound=bounds.y_radius,
-        h_norm=h_norm,
-        row_norm_sq=trace_h + 2 * h_norm + bounds.intercept_scale**2,
-        kappa=max(1.0, h_norm / (trace_h / x_dim)),
+        bounds=bounds,
+        x_dim=x_dim,
     )
-    # dp_ambssgd on the handle
-    if ledger.neighbouring.value == "zero-out":
-        ledger.assume("DP-AMBSSGD uses its replace-one sensitivities, which bound zero-out's")
+    if bounds.intercept_scale > 0:  # the tasks' transform writes the rescaled column
+        bounds = dataclasses.replace(bounds, intercept_scale=scale)
+    check_ledger(ledger)  # dp_ambssgd on the handle
     plan = ambssgd_plan(n, config)
     rounds = plan.batches.rounds(n, copy.deepcopy(rng))  # the permutation execute draws next
     handle = _RoundRows(rows, excluded, bounds, rounds, n, p, gather_bytes)
-    info = {**asdict(config), "unused_rows": n - config.records_needed, "mu": config.mu}
-    w, trace, info = execute(
+    w, trace, info = execute_rounds(
         plan,
+        config,
         RoundsLinearModel(),
-        SGD(config.learning_rate),
         handle,
         _Targets(n),
         rng=rng,
-        averaging="tail",
         ledger=ledger,
         diagnostics=diagnostics,
-        info=info,
     )
-    trace = dataclasses.replace(trace, noise_std=config.learning_rate * trace.noise_std)
     info = {**info, "h_norm_corrected": h_norm, "_bounds": bounds, "gather_passes": handle.passes}
     return w, trace, info, h_norm

@@ -17,7 +17,7 @@ from typing import Any
 import numpy as np
 
 from privopt.accounting import gdp_mu
-from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
+from privopt.algorithms.ambssgd import dp_ambssgd, moment_config
 from privopt.algorithms.baselines import adassp, dpsgd_linear
 from privopt.algorithms.newton import dp_newton, dp_newton_rows
 from privopt.algorithms.preprocess import private_second_moment
@@ -231,28 +231,20 @@ def run_ambssgd(est, Z, t, bounds, mu, rng, ledger, n_public, moment_mu) -> tupl
         ledger=ledger,
         partition=None,
     )
-    entry_std = math.sqrt(2.0) * bounds.x_radius**2 / rows.size / moment_mu
-    edge = 2.0 * entry_std * math.sqrt(x_dim)
-    top = moment.h_norm
-    h_norm = (top + math.sqrt(top**2 - edge**2)) / 2.0 if top > edge else max(edge / 2, 1e-12)
-    trace_h = max(float(np.sum(moment.eigenvalues)), h_norm)
-    if bounds.intercept_scale > 0:
-        scale = math.sqrt(trace_h / x_dim)
-        bounds = dataclasses.replace(bounds, intercept_scale=scale)
-        Z[:, -1] = scale
-    h_norm = max(h_norm, bounds.intercept_scale**2)
-    rest = math.sqrt(max(mu**2 - moment_mu**2, 1e-300))
-    config = practical_config(
+    config, h_norm, scale = moment_config(
         n,
+        moment,
+        rows.size,
+        moment_mu=moment_mu,
+        mu=mu,
         epsilon=est.epsilon,
         delta=est.delta,
-        mu=rest,
-        row_bound=bounds.row_bound,
-        target_bound=bounds.y_radius,
-        h_norm=h_norm,
-        row_norm_sq=trace_h + 2 * h_norm + bounds.intercept_scale**2,
-        kappa=max(1.0, h_norm / (trace_h / x_dim)),
+        bounds=bounds,
+        x_dim=x_dim,
     )
+    if bounds.intercept_scale > 0:
+        bounds = dataclasses.replace(bounds, intercept_scale=scale)
+        Z[:, -1] = scale
     w, trace, info = dp_ambssgd(Z, t, config, rng=rng, ledger=ledger, diagnostics=est.diagnostics)
     info = {**info, "h_norm_corrected": h_norm, "_bounds": bounds}
     progress = optimisation_progress(config.learning_rate, h_norm, config.steps)
