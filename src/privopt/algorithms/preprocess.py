@@ -131,7 +131,9 @@ class LinearBounds:
         t = np.clip(y - self.y_center, -self.y_radius, self.y_radius)
         return Z, t
 
-    def transform_block(self, X: np.ndarray, out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    def transform_block(
+        self, X: np.ndarray, out: np.ndarray, track_changes: bool = True
+    ) -> tuple[np.ndarray, np.ndarray]:
         """``out`` (rows, d) = the feature columns of ``transform(X)`` (the intercept column
         is not written); returns (the mask of rows that the box or row clip changed, their
         norms before the row clip times its factors). Unchanged rows are exactly
@@ -140,22 +142,26 @@ class LinearBounds:
         The same arithmetic as :meth:`transform` (a factor of 1 changes nothing, so the row
         scaling touches only the rows it acts on); a row counts as box-clipped when the clip
         changed its norm (a clip that moves a value by more than about an ulp lowers it).
+        ``track_changes=False`` (the Dask statistics, which need only the rows) skips the norms
+        before the box clip; the mask then marks only the rows the row clip scaled.
         """
         np.subtract(X, self.x_center, out=out)
         if self.x_scale is not None:
             out /= self.x_scale
-        lengths = row_norms(out)
         changed = np.zeros(X.shape[0], dtype=bool)
         box = self.x_box
         if math.isfinite(box):
+            before = row_norms(out) if track_changes else None
             if self.box_mask is None:
                 np.clip(out, -box, box, out=out)
             else:
                 mask = self.box_mask
                 out[:, mask] = np.clip(out[:, mask], -box, box)
-            clipped = row_norms(out)
-            changed = clipped != lengths
-            lengths = clipped
+            lengths = row_norms(out)
+            if before is not None:
+                changed = lengths != before
+        else:
+            lengths = row_norms(out)
         factors = clip_factors(lengths, self.x_radius)
         scaled = factors < 1.0
         if np.any(scaled):

@@ -17,8 +17,6 @@ transforming the partition, clipping it and multiplying; reading the file costs 
 
 from __future__ import annotations
 
-import math
-
 import numpy as np
 
 from privopt.algorithms.preprocess import LinearBounds
@@ -88,22 +86,9 @@ def _clipped_block(X, y, bounds: LinearBounds, row_bound, target_bound, norms, o
     """
     d = X.shape[1]
     p = out.shape[1] - 1
-    Zx = out[:, :d]
-    np.subtract(X, bounds.x_center, out=Zx)
-    if bounds.x_scale is not None:
-        Zx /= bounds.x_scale
-    if math.isfinite(bounds.x_box):
-        if bounds.box_mask is None:
-            np.clip(Zx, -bounds.x_box, bounds.x_box, out=Zx)
-        else:
-            mask = bounds.box_mask
-            Zx[:, mask] = np.clip(Zx[:, mask], -bounds.x_box, bounds.x_box)
-    lengths = row_norms(Zx)
-    factors = clip_factors(lengths, bounds.x_radius)
-    Zx *= factors[:, None]
+    _, lengths = bounds.transform_block(X, out[:, :d], track_changes=False)
     if p > d:
         out[:, d] = bounds.intercept_scale
-    lengths *= factors
     squared = lengths * lengths + (bounds.intercept_scale**2 if p > d else 0.0)
     if np.any(squared > (1.0 - _NORM_MARGIN) * row_bound * row_bound):
         Z = out[:, :p]
