@@ -44,6 +44,27 @@ from privopt import DPLinearRegression
 
 HERE = Path(__file__).resolve().parent
 
+#: King County's numeric features (zipcode, an identifier, kept only in ``kc_house_18``)
+KC_FEATURES = [
+    "bedrooms",
+    "bathrooms",
+    "sqft_living",
+    "sqft_lot",
+    "floors",
+    "waterfront",
+    "view",
+    "condition",
+    "grade",
+    "sqft_above",
+    "sqft_basement",
+    "yr_built",
+    "yr_renovated",
+    "lat",
+    "long",
+    "sqft_living15",
+    "sqft_lot15",
+]
+
 #: file -> (target column, numeric feature columns)
 TABLES: dict[str, dict] = {
     "california_housing": {
@@ -68,51 +89,14 @@ TABLES: dict[str, dict] = {
     "kc_house": {
         "file": "kc_house.csv",
         "target": "price",
-        "features": [
-            "bedrooms",
-            "bathrooms",
-            "sqft_living",
-            "sqft_lot",
-            "floors",
-            "waterfront",
-            "view",
-            "condition",
-            "grade",
-            "sqft_above",
-            "sqft_basement",
-            "yr_built",
-            "yr_renovated",
-            "lat",
-            "long",
-            "sqft_living15",
-            "sqft_lot15",
-        ],
+        "features": KC_FEATURES,
     },
     # the same with zipcode kept as a number (d = 18, as a user who passes every numeric
     # column would)
     "kc_house_18": {
         "file": "kc_house.csv",
         "target": "price",
-        "features": [
-            "bedrooms",
-            "bathrooms",
-            "sqft_living",
-            "sqft_lot",
-            "floors",
-            "waterfront",
-            "view",
-            "condition",
-            "grade",
-            "sqft_above",
-            "sqft_basement",
-            "yr_built",
-            "yr_renovated",
-            "zipcode",
-            "lat",
-            "long",
-            "sqft_living15",
-            "sqft_lot15",
-        ],
+        "features": [*KC_FEATURES[:13], "zipcode", *KC_FEATURES[13:]],
     },
     "bike_hour": {
         "file": "bike_hour.csv",
