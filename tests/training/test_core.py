@@ -18,11 +18,14 @@ from privopt.accounting import (
 from privopt.noise import TreeAggregation, independent, nu_dpftrl, optimal_cc
 from privopt.training import (
     SGD,
+    CyclicPoissonSampling,
     FixedBatches,
     GenericModel,
     PoissonSampling,
     Projected,
+    Rounds,
     SampledWithoutReplacement,
+    SinglePass,
     TrainingPlan,
     calibrate_noise_multiplier,
     event_epsilon,
@@ -194,6 +197,31 @@ def test_averaging_and_projection():
 def test_invalid_plans_are_refused(build, match):
     with pytest.raises(ValueError, match=match):
         build()
+
+
+@pytest.mark.parametrize(
+    ("build", "match"),
+    [
+        (lambda: PoissonSampling(0.0, 3), "sample_rate"),
+        (lambda: PoissonSampling(0.5, 0), "steps"),
+        (lambda: CyclicPoissonSampling(0, 0.5, 3), "groups"),
+        (lambda: CyclicPoissonSampling(4, 0.5, 3).part_size(3), "groups=4 is larger than the 3"),
+        (lambda: FixedBatches(2, epochs=0), "epochs"),
+        (lambda: FixedBatches(5).per_epoch(3), "batch_size=5 is larger than the 3 records"),
+        (lambda: SampledWithoutReplacement(0, 3), "sample_size"),
+        (lambda: Rounds(0, 2), "num_rounds"),
+        (lambda: Rounds(2, 2, stat_size=-1), "stat_size"),
+        (lambda: SinglePass(2, num_steps=0), "num_steps"),
+    ],
+)
+def test_invalid_batch_strategies_name_the_field(build, match):
+    with pytest.raises(ValueError, match=match):
+        build()
+
+
+def test_checked_fields_are_replaced_by_their_checked_values():
+    assert type(FixedBatches(np.int64(4)).batch_size) is int
+    assert Rounds(3, 2).stat_size == 0 and CyclicPoissonSampling(2, 0.5, 3).groups == 2
 
 
 def test_run_refuses_before_reading_data():

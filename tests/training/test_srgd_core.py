@@ -174,6 +174,14 @@ def test_single_pass_is_the_shuffled_pass_cut_at_T():
     assert SinglePass(B, num_steps=4).steps(n) == 4 and SinglePass(B).steps(n) == 10
 
 
+def test_single_pass_is_a_batch_strategy_still_importable_from_recursive():
+    from privopt import training
+    from privopt.training import batching, recursive
+
+    assert recursive.SinglePass is batching.SinglePass is training.SinglePass is SinglePass
+    assert SinglePass.__module__ == "privopt.training.batching"
+
+
 def test_the_algorithm_is_the_cores_plan_run():
     """accelerated_dp_srgd equals privopt.training.run with its plan, oracle and rule."""
     X, y = _data(900, 4, seed=3)

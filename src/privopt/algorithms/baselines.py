@@ -22,7 +22,7 @@ DP-SGD clipped-gradient sum (refused)    G                     Poisson-sampled G
 from __future__ import annotations
 
 import math
-from collections.abc import Hashable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any
 
@@ -424,7 +424,7 @@ def dpsgd_linear(
             "add/remove analysis, with N public: N sets q, the step count and the divisor); "
             f"create the ledger with neighbouring 'zero-out', not {ledger.neighbouring.value!r}."
         )
-    plan, eta, info = dpsgd_linear_plan(
+    setup = dpsgd_linear_plan(
         Z.shape[0],
         public_n=public_n,
         row_bound=R,
@@ -438,19 +438,48 @@ def dpsgd_linear(
         accountant=accountant,
         adaptive_clipping=adaptive_clipping,
     )
-    return execute(
-        plan,
-        "linear",
-        SGD(eta),
-        Z,
-        t,
-        rng=rng,
-        averaging="tail",
-        ledger=ledger,
-        partition=partition,
-        diagnostics=diagnostics,
-        info=info,
+    return setup.run(
+        "linear", Z, t, rng=rng, ledger=ledger, partition=partition, diagnostics=diagnostics
     )
+
+
+@dataclass(frozen=True)
+class DPSGDSetup:
+    """:func:`dpsgd_linear`'s calibrated plan, its step size and its reported configuration,
+    run the same way by every backend (:meth:`run`)."""
+
+    plan: TrainingPlan
+    learning_rate: float
+    info: dict[str, Any]
+
+    def run(
+        self,
+        model: Any,
+        X: Any,
+        y: Any,
+        *,
+        rng: np.random.Generator,
+        ledger: PrivacyLedger,
+        partition: Hashable | None,
+        diagnostics: bool = False,
+        callback: Callable[[Any], None] | None = None,
+    ) -> tuple[np.ndarray, FitTrace, dict[str, Any]]:
+        """SGD at ``learning_rate`` on the plan's noisy steps, the tail average (both
+        post-processing); the plan's events are recorded in ``ledger`` (:func:`execute`)."""
+        return execute(
+            self.plan,
+            model,
+            SGD(self.learning_rate),
+            X,
+            y,
+            rng=rng,
+            averaging="tail",
+            ledger=ledger,
+            partition=partition,
+            diagnostics=diagnostics,
+            callback=callback,
+            info=self.info,
+        )
 
 
 def dpsgd_linear_plan(
@@ -467,12 +496,12 @@ def dpsgd_linear_plan(
     learning_rate: float | None = None,
     accountant: str = "pld",
     adaptive_clipping: QuantileClipping | None = None,
-) -> tuple[TrainingPlan, float, dict[str, Any]]:
-    """:func:`dpsgd_linear`'s paper config -> calibrated plan: (plan, eta, info).
+) -> DPSGDSetup:
+    """:func:`dpsgd_linear`'s paper config -> calibrated plan, with eta and the info.
 
     Public quantities only (n, the public size, the bounds, the target, the knobs), so the
     in-memory fit and the Dask backend (:func:`privopt.distributed.methods.dpsgd_dask`) build
-    the same plan; each then runs it with :func:`privopt.training.execute` on its own rows.
+    the same plan; each then runs it with :meth:`DPSGDSetup.run` on its own rows.
     """
     # q, the number of steps and the normaliser q n are computed from a public size: the
     # caller's ``public_n`` when the rows were assigned to this fit by independent draws, else n.
@@ -506,4 +535,4 @@ def dpsgd_linear_plan(
         "epsilon": epsilon,
         "delta": delta,
     }
-    return plan, eta, info
+    return DPSGDSetup(plan, eta, info)

@@ -287,7 +287,6 @@ def dp_sgd_gradient(
         ledger=ledger,
         partition=partition,
         diagnostics=diagnostics,
-        info=None,
     )
     ledger.assume(
         f"per-step gradient norm <= G = {bound:.6g} ({gradient_bound} bound) on the ball of "

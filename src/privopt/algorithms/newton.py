@@ -84,6 +84,13 @@ QUANTILE_SUBSET = 100_000
 BLOCK_ROWS = 2048
 
 
+def quantile_rows(n: int, public_n: float) -> float:
+    """The public number of rows the residual quantile is taken on, for ``n`` rows of public
+    size ``public_n``: all of them, or the secret subset of size QUANTILE_SUBSET when there are
+    more (:class:`NewtonStatistics`' ``prepare`` draws it)."""
+    return public_n if n <= QUANTILE_SUBSET else float(QUANTILE_SUBSET)
+
+
 def newton_shares(steps: int, shares: tuple[float, float, float] = NEWTON_SHARES) -> np.ndarray:
     """Shares of mu^2 per release: Gram, first gradient, then (quantile, gradient) per later
     step, the later steps' share split in proportion 1 : 2 : 4 ... (the last step's noise is
@@ -144,7 +151,6 @@ def dp_newton(
         Z = Z * clip_factors(norms, R)[:, None]
     t = np.clip(t, -T, T)
     statistics = _InMemoryStatistics(Z, t)
-    quantile_n = n_public if n <= QUANTILE_SUBSET else float(QUANTILE_SUBSET)
     return newton_release(
         gram_matrix(Z),
         statistics,
@@ -156,7 +162,7 @@ def dp_newton(
         partition=partition,
         steps=steps,
         shares=shares,
-        quantile_n=quantile_n,
+        quantile_n=quantile_rows(n, n_public),
     )
 
 
@@ -253,7 +259,7 @@ def dp_newton_rows(
             partition=partition,
             steps=steps,
             shares=shares,
-            quantile_n=n_public if n <= QUANTILE_SUBSET else float(QUANTILE_SUBSET),
+            quantile_n=quantile_rows(n, n_public),
         )
 
 

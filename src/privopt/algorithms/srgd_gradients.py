@@ -14,7 +14,7 @@ import numpy as np
 
 from privopt._validate import check_count, check_design
 from privopt.losses import LinearLoss, get_loss
-from privopt.training.recursive import GradFn, clipped_difference_sum
+from privopt.training.recursive import GradFn, RecursiveGradient
 
 __all__ = ["GradFn", "srgd_increment"]
 
@@ -67,17 +67,15 @@ def srgd_increment(
     the independent variant calls it with t = 0 at every step). B is the
     fixed batch size, never the number of rows, so zeroing a record changes Delta_t by at most
     ``clip / B``. The sum is the training core's SRG oracle
-    (:func:`privopt.training.recursive.clipped_difference_sum`).
+    (:meth:`privopt.training.recursive.RecursiveGradient.difference_sum`).
 
     Returns:
         (Delta_t, fraction of the rows clipped, largest unclipped per-example norm).
     """
     t = check_count("t", t, minimum=0)
-    first = t == 0
-    if not first and x_prev is None:
-        raise ValueError("x_prev (the previous iterate) is required for t >= 1.")
-    clip = clip_first if first else clip_difference
+    clip = clip_first if t == 0 else clip_difference
     if clip is None:
         raise ValueError("clip_difference is required for t >= 1.")
-    total, fraction, largest = clipped_difference_sum(gradient, x, x_prev, t, X, y, clip)
+    oracle = RecursiveGradient(gradient, first_clip=clip_first)
+    total, fraction, largest = oracle.difference_sum(x, x_prev, t, X, y, clip)
     return total / batch_size, fraction, largest

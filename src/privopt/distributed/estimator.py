@@ -6,8 +6,8 @@ same releases in the same ledger), replacing each access to the rows by its part
 
 * the private preprocessing subset (``rng.choice(N, m)``, or the first m of ``rng.permutation(N)``
   for a disjoint slice) is a set of global row indices drawn on the client without looking at
-  the data; those m <= 20,000 rows are gathered to the client (:meth:`PartitionedRows.take`) and
-  the in-memory quantile code runs on them unchanged;
+  the data; those m <= 20,000 rows are gathered to the client (:meth:`PartitionedRows.take`)
+  and the estimator's own preprocessing (``DPLinearRegression._preprocess``) runs on them;
 * the main rows (all rows, or all but the slice) are transformed inside the tasks;
 * the method runs on the cluster (:mod:`privopt.distributed.methods`).
 
@@ -23,16 +23,12 @@ tightening draw N uniforms (in blocks of 2^20), as the in-memory fit does.
 from __future__ import annotations
 
 import math
-import warnings
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from privopt._validate import check_delta_for_rows
-from privopt.accounting import PrivacyLedger, gdp_mu
-from privopt.algorithms.quantile_bounds import QUANTILE_ROWS, tighten_public_bounds
-from privopt.algorithms.result import FitTrace
 from privopt.distributed import DASK_METHODS
 from privopt.distributed.ftrl import ftrl_sigma_dask
 from privopt.distributed.methods import adassp_dask, dpsgd_dask, newton_dask
@@ -40,9 +36,6 @@ from privopt.distributed.rounds import ambssgd_dask
 from privopt.distributed.rows import PartitionedRows
 
 __all__ = ["fit_linear_regression", "resolve_method"]
-
-#: uniforms drawn per call when replaying the estimator's N secret row labels
-_UNIFORM_BLOCK = 1 << 20
 
 
 def resolve_method(method: str, n: int, d: int, epsilon: float, delta: float, intercept: bool):
@@ -79,14 +72,6 @@ def fit_linear_regression(
         sample_weight: must be None (not supported on Dask).
         callback: called after every DP-SGD step (progress; public values only).
     """
-    from privopt.estimators._base import public_linear_bounds
-    from privopt.estimators.linear_regression import (
-        MIN_TIGHTEN_ROWS,
-        SEQUENTIAL,
-        TIGHTEN_SHARE,
-        TIGHTENED,
-    )
-
     if sample_weight is not None:
         raise ValueError("sample_weight is not supported with Dask inputs; fit in memory.")
     if not math.isfinite(est.epsilon):
@@ -100,55 +85,13 @@ def fit_linear_regression(
     est.n_features_in_ = d
     if rows.feature_names is not None:
         est.feature_names_in_ = np.asarray(rows.feature_names, dtype=object)
-    ledger = PrivacyLedger(est._relation(method))
-    rng = est._generator(ledger)
-    mu = gdp_mu(est.epsilon * (1.0 - 1e-9), est.delta)
-    ledger.assume("the number of records N is public")
-    bounds = public_linear_bounds(
-        est.feature_bounds, est.target_bounds, d, est.fit_intercept, ledger
-    )
-    excluded = np.empty(0, dtype=np.int64)
-    mu_main = mu
-    if bounds is not None and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:
-        m = min(n, QUANTILE_ROWS)
-        subset = np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
-        Xs, ys = rows.take(subset)
-        bounds = tighten_public_bounds(
-            bounds, Xs, ys, np.arange(m), mu=mu * math.sqrt(TIGHTEN_SHARE), rng=rng, ledger=ledger
-        )
-        mu_main = mu * math.sqrt(1.0 - TIGHTEN_SHARE)
-    elif bounds is not None:
-        for start in range(0, n, _UNIFORM_BLOCK):  # the in-memory fit's rng.random(n)
-            rng.random(min(_UNIFORM_BLOCK, n - start))
-    elif method in SEQUENTIAL:
-        m = min(n, QUANTILE_ROWS)
-        share = est._preprocessing_share(m, d, mu)
-        subset = np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
-        Xs, ys = rows.take(subset)
-        bounds = est._quantile_bounds(
-            Xs, ys, np.arange(m), mu * math.sqrt(share), rng, ledger, None
-        )
-        mu_main = mu * math.sqrt(1.0 - share)
-    else:
-        m = est._slice_rows(n, d, mu)
-        order = rng.permutation(n)
-        excluded = np.sort(order[:m]).astype(np.int64)
-        del order
-        Xs, ys = rows.take(excluded)
-        bounds = est._quantile_bounds(Xs, ys, np.arange(m), mu, rng, ledger, "preprocess")
+    ledger, rng, mu, bounds = est._start_fit(method, d)
+    bounds, mu_main, excluded = est._preprocess(method, n, d, bounds, mu, rng, ledger, rows.take)
     n_main = n - excluded.size
     w, trace, info, reasons = _run(
         est, method, rows, excluded, bounds, mu_main, rng, ledger, n_main, callback
     )
-    bounds = info.pop("_bounds", bounds)  # DP-AMBSSGD rescales the intercept column
-    from privopt.estimators._regression_methods import describe, method_fixes
-    from privopt.estimators._utility import warn_if_useless
-
-    warn_if_useless(f"DPLinearRegression(method={method!r})", reasons, method_fixes(method))
-    est.coef_, est.intercept_ = bounds.to_original(w)
-    est.privacy_report_ = ledger.report(est.delta)
-    est.fit_trace_ = trace
-    est.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}
+    est._finish_fit(method, w, trace, info, reasons, bounds, ledger)  # DP-AMBSSGD's _bounds
     est.fit_info_["backend"] = "dask"
     return est
 
@@ -162,19 +105,12 @@ def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback)
         w, info = adassp_dask(
             rows, excluded, bounds, mu=mu, rng=rng, ledger=ledger, budget_split=rm.ADASSP_SPLIT
         )
-        noise = 2 * math.sqrt(p) * info["gram_std"]
-        return w, FitTrace.empty(), info, rm._gram_reasons(n_main, p, bounds.row_bound, noise)
+        return rm.adassp_result(w, info, (n_main, p), bounds)
     if method == "newton":
         w, info = newton_dask(
             rows, excluded, bounds, mu=mu, rng=rng, ledger=ledger, public_n=float(n_main)
         )
-        noise = 2 * math.sqrt(p) * info["gram_std"]
-        reasons = rm._gram_reasons(n_main, p, bounds.row_bound, noise)
-        last_signal = n_main * bounds.row_bound * info["residual_clips"][-1] / math.sqrt(p)
-        ratio = rm.noise_to_signal(info["gradient_stds"][-1], p, last_signal)
-        if ratio > rm.NOISE_TO_SIGNAL_LIMIT:
-            reasons.append(f"the last gradient's noise is {ratio:.3g} times its signal")
-        return w, FitTrace.empty(), info, reasons
+        return rm.newton_result(w, info, (n_main, p), bounds)
     if method == "ambssgd":
         from privopt.estimators.linear_regression import AMBSSGD_MOMENT_SHARE
 
@@ -190,11 +126,7 @@ def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback)
             ledger=ledger,
             diagnostics=est.diagnostics,
         )
-        progress = rm.optimisation_progress(info["learning_rate"], h_norm, info["steps"])
-        reasons = []
-        if progress < rm.PROGRESS_LIMIT:
-            reasons.append(f"eta * ||H|| * rounds = {progress:.3g} < {rm.PROGRESS_LIMIT:g}")
-        return w, trace, info, reasons
+        return w, trace, info, rm.rounds_reasons(info["learning_rate"], h_norm, info["steps"])
     if method == "ftrl-sigma":
         w, trace, info = ftrl_sigma_dask(
             rows,
@@ -208,19 +140,11 @@ def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback)
             diagnostics=est.diagnostics,
         )
         return w, trace, info, []
-    epsilon = est.epsilon
-    if epsilon > rm.DPSGD_MAX_EPSILON:
-        warnings.warn(
-            f"epsilon={epsilon:g} capped at {rm.DPSGD_MAX_EPSILON:g} for DP-SGD (more noise, a "
-            "stronger guarantee; larger epsilon costs time without improving the fit: see "
-            "DPSGD_MAX_EPSILON).",
-            stacklevel=4,
-        )
     w, trace, info = dpsgd_dask(
         rows,
         excluded,
         bounds,
-        epsilon=min(epsilon, rm.DPSGD_MAX_EPSILON),
+        epsilon=rm.capped_dpsgd_epsilon(est.epsilon, stacklevel=4),
         delta=est.delta,
         rng=rng,
         ledger=ledger,
@@ -228,11 +152,4 @@ def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback)
         diagnostics=est.diagnostics,
         callback=callback,
     )
-    steps = int(trace.steps) if trace.steps else 0
-    eta, curvature = info["learning_rate"], bounds.row_bound**2 / p
-    step_std = eta * float(np.median(trace.noise_std)) if steps else math.inf
-    reasons = rm._iterate_noise(step_std, eta, curvature, steps - steps // 2, p, bounds)
-    progress = rm.optimisation_progress(eta, curvature, steps)
-    if progress < rm.PROGRESS_LIMIT:
-        reasons.append(f"eta * curvature * steps = {progress:.3g} < {rm.PROGRESS_LIMIT:g}")
-    return w, trace, info, reasons
+    return rm.dpsgd_result(w, trace, info, p, bounds)

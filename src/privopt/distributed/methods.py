@@ -54,7 +54,6 @@ from privopt.algorithms.preprocess import LinearBounds
 from privopt.algorithms.result import FitTrace
 from privopt.distributed import statistics as stats
 from privopt.distributed.rows import PartitionedRows, compute, tree_sum
-from privopt.training import SGD, execute
 from privopt.training.gradients import GradientModel
 
 __all__ = ["adassp_dask", "dpsgd_dask", "newton_dask"]
@@ -162,8 +161,7 @@ def newton_dask(
         partition=partition,
         steps=steps,
         shares=NEWTON_SHARES,
-        # as dp_newton: the quantile's public row count is the subset's when there is one
-        quantile_n=public_n if n_main <= newton.QUANTILE_SUBSET else float(newton.QUANTILE_SUBSET),
+        quantile_n=newton.quantile_rows(n_main, public_n),  # as dp_newton
     )
 
 
@@ -236,7 +234,7 @@ def dpsgd_dask(
     the training core, each step's clipped sum computed on the cluster."""
     handle = _PersistedRows(rows, excluded, bounds)
     n = handle.shape[0]
-    plan, eta, info = dpsgd_linear_plan(
+    setup = dpsgd_linear_plan(
         n,
         public_n=public_n,
         row_bound=bounds.row_bound,
@@ -246,17 +244,13 @@ def dpsgd_dask(
         epochs=epochs,
         accountant="pld",
     )
-    return execute(
-        plan,
+    return setup.run(
         DaskLinearModel(),
-        SGD(eta),
         handle,
         _TargetsHandle(n),
         rng=rng,
-        averaging="tail",
         ledger=ledger,
         partition=partition,
         diagnostics=diagnostics,
         callback=callback,
-        info=info,
     )

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import warnings
 from typing import Any
 
 import numpy as np
@@ -36,7 +37,12 @@ __all__ = [
     "ADASSP_SPLIT",
     "AUTO_GRAM_CONSTANT",
     "DPSGD_MAX_EPSILON",
+    "adassp_result",
+    "capped_dpsgd_epsilon",
     "choose_method",
+    "dpsgd_result",
+    "newton_result",
+    "rounds_reasons",
     "run_adassp",
     "run_ambssgd",
     "run_dpsgd",
@@ -106,19 +112,18 @@ def _iterate_noise(step_std, eta, curvature, tail, p, bounds) -> list[str]:
     return []
 
 
+def _at_bounds(method, Z, t, bounds, mu, rng, ledger, **options) -> tuple:
+    """A mu-GDP statistics method (AdaSSP, noisy Newton) on the transformed rows, at the public
+    bounds R = ``bounds.row_bound`` and T = ``bounds.y_radius`` that produced them."""
+    R, T = bounds.row_bound, bounds.y_radius
+    return method(Z, t, row_bound=R, target_bound=T, mu=mu, rng=rng, ledger=ledger, **options)
+
+
 def run_newton(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
-    w, info = dp_newton(
-        Z,
-        t,
-        row_bound=bounds.row_bound,
-        target_bound=bounds.y_radius,
-        mu=mu,
-        rng=rng,
-        ledger=ledger,
-        public_n=n_public,
-        steps=NEWTON_STEPS,
+    w, info = _at_bounds(
+        dp_newton, Z, t, bounds, mu, rng, ledger, public_n=n_public, steps=NEWTON_STEPS
     )
-    return _newton_result(w, info, Z.shape, bounds)
+    return newton_result(w, info, Z.shape, bounds)
 
 
 def run_newton_rows(est, X, y, bounds, mu, rng, ledger, n_public) -> tuple:
@@ -128,10 +133,12 @@ def run_newton_rows(est, X, y, bounds, mu, rng, ledger, n_public) -> tuple:
         X, y, bounds, mu=mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS
     )
     p = X.shape[1] + int(bounds.intercept_scale > 0)
-    return _newton_result(w, info, (X.shape[0], p), bounds)
+    return newton_result(w, info, (X.shape[0], p), bounds)
 
 
-def _newton_result(w, info, shape, bounds) -> tuple:
+def newton_result(w, info, shape, bounds) -> tuple:
+    """Noisy Newton's (w, trace, info, reasons) on ``shape = (N, p)`` rows (in memory or on
+    Dask): the Gram noise and the last gradient's noise against their signals."""
     n, p = shape
     reasons = _gram_reasons(n, p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
     # the last gradient: noise against a sum whose every row carries the clip rho / sqrt(p)
@@ -143,18 +150,14 @@ def _newton_result(w, info, shape, bounds) -> tuple:
 
 
 def run_adassp(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
-    w, info = adassp(
-        Z,
-        t,
-        row_bound=bounds.row_bound,
-        target_bound=bounds.y_radius,
-        mu=mu,
-        rng=rng,
-        ledger=ledger,
-        budget_split=ADASSP_SPLIT,
-    )
-    p = Z.shape[1]
-    reasons = _gram_reasons(Z.shape[0], p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
+    w, info = _at_bounds(adassp, Z, t, bounds, mu, rng, ledger, budget_split=ADASSP_SPLIT)
+    return adassp_result(w, info, Z.shape, bounds)
+
+
+def adassp_result(w, info, shape, bounds) -> tuple:
+    """AdaSSP's (w, trace, info, reasons) on ``shape = (N, p)`` rows (in memory or on Dask)."""
+    n, p = shape
+    reasons = _gram_reasons(n, p, bounds.row_bound, 2 * math.sqrt(p) * info["gram_std"])
     return w, FitTrace.empty(), info, reasons
 
 
@@ -171,7 +174,12 @@ def run_dpsgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
         public_n=n_public,
         diagnostics=est.diagnostics,
     )
-    p = Z.shape[1]
+    return dpsgd_result(w, trace, info, Z.shape[1], bounds)
+
+
+def dpsgd_result(w, trace, info, p, bounds) -> tuple:
+    """DP-SGD's (w, trace, info, reasons) for p columns (in memory or on Dask): the noise left
+    in the tail average and the optimisation's progress."""
     steps = int(trace.steps) if trace.steps else 0
     eta, curvature = info["learning_rate"], bounds.row_bound**2 / p
     step_std = eta * float(np.median(trace.noise_std)) if steps else math.inf
@@ -247,11 +255,29 @@ def run_ambssgd(est, Z, t, bounds, mu, rng, ledger, n_public, moment_mu) -> tupl
         Z[:, -1] = scale
     w, trace, info = dp_ambssgd(Z, t, config, rng=rng, ledger=ledger, diagnostics=est.diagnostics)
     info = {**info, "h_norm_corrected": h_norm, "_bounds": bounds}
-    progress = optimisation_progress(config.learning_rate, h_norm, config.steps)
-    reasons = []
+    return w, trace, info, rounds_reasons(config.learning_rate, h_norm, config.steps)
+
+
+def rounds_reasons(eta: float, h_norm: float, rounds: int) -> list[str]:
+    """DP-AMBSSGD's public check (in memory or on Dask): eta ||H|| T, the optimisation's
+    progress over its rounds."""
+    progress = optimisation_progress(eta, h_norm, rounds)
     if progress < PROGRESS_LIMIT:
-        reasons.append(f"eta * ||H|| * rounds = {progress:.3g} < {PROGRESS_LIMIT:g}")
-    return w, trace, info, reasons
+        return [f"eta * ||H|| * rounds = {progress:.3g} < {PROGRESS_LIMIT:g}"]
+    return []
+
+
+def capped_dpsgd_epsilon(epsilon: float, stacklevel: int) -> float:
+    """``min(epsilon, DPSGD_MAX_EPSILON)``, warning when the cap acts (``stacklevel`` as for
+    the caller's own ``warnings.warn``)."""
+    if epsilon > DPSGD_MAX_EPSILON:
+        warnings.warn(
+            f"epsilon={epsilon:g} capped at {DPSGD_MAX_EPSILON:g} for DP-SGD (more noise, a "
+            "stronger guarantee; larger epsilon costs time without improving the fit: see "
+            "DPSGD_MAX_EPSILON).",
+            stacklevel=stacklevel + 1,
+        )
+    return min(epsilon, DPSGD_MAX_EPSILON)
 
 
 def ssgd_hint() -> str:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import math
 import numbers
-import warnings
 from typing import Any
 
 import numpy as np
@@ -29,7 +28,7 @@ from privopt.estimators._base import (
     weighted_rows,
 )
 from privopt.estimators._regression_methods import (
-    DPSGD_MAX_EPSILON,
+    capped_dpsgd_epsilon,
     choose_method,
     describe,
     method_fixes,
@@ -68,6 +67,8 @@ TIGHTEN_SHARE = 0.05
 MIN_TIGHTEN_ROWS = 500
 #: DP-AMBSSGD's private second moment takes this share of the method's mu^2
 AMBSSGD_MOMENT_SHARE = 0.1
+#: uniforms drawn per call when replaying the N secret row labels of earlier versions
+_UNIFORM_BLOCK = 1 << 20
 PUBLIC_BOUNDS_HINT = (
     "Give public bounds to skip private preprocessing: feature_bounds= and target_bounds= in "
     "Python, --bounds FILE with privopt fit."
@@ -230,6 +231,29 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         method = self.method
         if method == "auto":  # public quantities only
             method = choose_method(n, d, self.epsilon, self.delta, self.fit_intercept)
+        ledger, rng, mu, bounds = self._start_fit(method, d)
+        bounds, mu_main, excluded = self._preprocess(
+            method, n, d, bounds, mu, rng, ledger, lambda rows: (X[rows], y[rows])
+        )
+        keep = np.ones(n, dtype=bool)
+        keep[excluded] = False
+        main_rows = np.flatnonzero(keep)  # the rows the method reads (sorted)
+        if method == "newton" and main_rows.size == n and sample_weight is None:
+            # blockwise from X: the same releases, no transformed copy of X (issue 16's speed)
+            w, trace, info, reasons = run_newton_rows(
+                self, X, y, bounds, mu_main, rng, ledger, float(n)
+            )
+        else:
+            Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
+            Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # no-op if None
+            w, trace, info, reasons = self._run(
+                method, Z, t, bounds, mu_main, self.epsilon, rng, ledger, float(main_rows.size)
+            )
+        return self._finish_fit(method, w, trace, info, reasons, bounds, ledger)
+
+    def _start_fit(self, method: str, d: int) -> tuple:
+        """(ledger, rng, mu, public bounds or None): the start of every fit (in memory or on
+        Dask), before any row is read."""
         # Every relation privopt uses keeps N fixed, so N is public by construction (it sets
         # step counts, sampling rates and divisors, and privopt fit writes it to model.json).
         ledger = PrivacyLedger(self._relation(method))
@@ -241,53 +265,63 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
         bounds = public_linear_bounds(
             self.feature_bounds, self.target_bounds, d, self.fit_intercept, ledger
         )
-        main_rows, mu_main, epsilon_main = np.arange(n), mu, self.epsilon
-        if bounds is not None and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:
-            # loose public ranges: two private quantiles tighten the radii (a small share)
-            m = min(n, QUANTILE_ROWS)
-            rows = np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
-            share = TIGHTEN_SHARE
-            bounds = tighten_public_bounds(
-                bounds, X, y, rows, mu=mu * math.sqrt(share), rng=rng, ledger=ledger
-            )
-            mu_main = mu * math.sqrt(1.0 - share)
-        elif bounds is not None:
-            # the secret row labels of earlier versions, still drawn so that a seeded fit of
-            # these methods with public bounds keeps its noise (all rows go to the fit)
-            rng.random(n)
-        elif method in SEQUENTIAL:
-            # private quantiles on a secret subset, sharing the rows (and the budget, in exact
-            # GDP) with the method: mu^2 = mu_pre^2 + mu_main^2
-            m = min(n, QUANTILE_ROWS)
-            share = self._preprocessing_share(m, d, mu)
-            rows = np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n)
-            bounds = self._quantile_bounds(X, y, rows, mu * math.sqrt(share), rng, ledger, None)
-            mu_main = mu * math.sqrt(1.0 - share)
-        else:
-            # methods that calibrate themselves (Poisson DP-SGD's PLD, shuffling, the tree):
-            # quantiles on a disjoint secret slice at the full budget (parallel composition)
-            m = self._slice_rows(n, d, mu)
-            order = rng.permutation(n)
-            rows, main_rows = np.sort(order[:m]), np.sort(order[m:])
-            bounds = self._quantile_bounds(X, y, rows, mu, rng, ledger, "preprocess")
-        if method == "newton" and main_rows.size == n and sample_weight is None:
-            # blockwise from X: the same releases, no transformed copy of X (issue 16's speed)
-            w, trace, info, reasons = run_newton_rows(
-                self, X, y, bounds, mu_main, rng, ledger, float(n)
-            )
-        else:
-            Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
-            Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # no-op if None
-            w, trace, info, reasons = self._run(
-                method, Z, t, bounds, mu_main, epsilon_main, rng, ledger, float(main_rows.size)
-            )
+        return ledger, rng, mu, bounds
+
+    def _finish_fit(self, method, w, trace, info, reasons, bounds, ledger) -> DPLinearRegression:
+        """Warn if the public checks failed and set the fitted attributes (in memory or on
+        Dask); ``w`` is on the transformed scale of ``bounds``."""
         bounds = info.pop("_bounds", bounds)  # a method may rescale the intercept column
-        warn_if_useless(f"DPLinearRegression(method={method!r})", reasons, method_fixes(method))
+        warn_if_useless(
+            f"DPLinearRegression(method={method!r})", reasons, method_fixes(method), stacklevel=4
+        )
         self.coef_, self.intercept_ = bounds.to_original(w)
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}
         return self
+
+    def _preprocess(self, method, n, d, bounds, mu, rng, ledger, take) -> tuple:
+        """The method's bounds and GDP budget, and the rows it must not read: (bounds, mu_main,
+        excluded), the same draws from ``rng`` in the same order in memory and on Dask.
+
+        ``take(rows)`` returns ``(X[rows], y[rows])`` for sorted row indices (arrays in memory,
+        or rows gathered from a cluster). ``excluded`` holds the sorted indices of a disjoint
+        preprocessing slice (empty when the preprocessing shares the rows).
+        """
+        none = np.empty(0, dtype=np.int64)
+        if bounds is not None and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:
+            # loose public ranges: two private quantiles tighten the radii (a small share)
+            m = min(n, QUANTILE_ROWS)
+            Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
+            mu_tighten = mu * math.sqrt(TIGHTEN_SHARE)
+            bounds = tighten_public_bounds(
+                bounds, Xs, ys, np.arange(m), mu=mu_tighten, rng=rng, ledger=ledger
+            )
+            return bounds, mu * math.sqrt(1.0 - TIGHTEN_SHARE), none
+        if bounds is not None:
+            # the secret row labels of earlier versions, still drawn so that a seeded fit of
+            # these methods with public bounds keeps its noise (all rows go to the fit); in
+            # blocks, which draw the same stream as one rng.random(n)
+            for start in range(0, n, _UNIFORM_BLOCK):
+                rng.random(min(_UNIFORM_BLOCK, n - start))
+            return bounds, mu, none
+        if method in SEQUENTIAL:
+            # private quantiles on a secret subset, sharing the rows (and the budget, in exact
+            # GDP) with the method: mu^2 = mu_pre^2 + mu_main^2
+            m = min(n, QUANTILE_ROWS)
+            share = self._preprocessing_share(m, d, mu)
+            Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
+            bounds = self._quantile_bounds(
+                Xs, ys, np.arange(m), mu * math.sqrt(share), rng, ledger, None
+            )
+            return bounds, mu * math.sqrt(1.0 - share), none
+        # methods that calibrate themselves (Poisson DP-SGD's PLD, shuffling, the tree):
+        # quantiles on a disjoint secret slice at the full budget (parallel composition)
+        m = self._slice_rows(n, d, mu)
+        excluded = np.sort(rng.permutation(n)[:m]).astype(np.int64)
+        Xs, ys = take(excluded)
+        bounds = self._quantile_bounds(Xs, ys, np.arange(m), mu, rng, ledger, "preprocess")
+        return bounds, mu, excluded
 
     def _relation(self, method: str) -> str:
         """The neighbouring relation of this fit (see the class docstring)."""
@@ -357,13 +391,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             moment_mu = mu * math.sqrt(AMBSSGD_MOMENT_SHARE)
             return run_ambssgd(self, Z, t, bounds, mu, rng, ledger, n_public, moment_mu)
         if method == "dpsgd":
-            if epsilon > DPSGD_MAX_EPSILON:
-                warnings.warn(
-                    f"epsilon={epsilon:g} capped at {DPSGD_MAX_EPSILON:g} for DP-SGD (more "
-                    "noise, a stronger guarantee; larger epsilon costs time without improving "
-                    "the fit: see DPSGD_MAX_EPSILON).",
-                    stacklevel=3,
-                )
+            epsilon = capped_dpsgd_epsilon(epsilon, stacklevel=3)
             return run_dpsgd(self, Z, t, bounds, epsilon, rng, ledger, n_public)
         if method == "ssgd":
             return run_ssgd(self, Z, t, bounds, epsilon, rng, ledger, n_public)

@@ -3,7 +3,8 @@
 Every algorithm is ``paper config -> TrainingPlan -> calibrate -> run``:
 
 * :mod:`~privopt.training.batching`: Poisson sampling, fixed batches cycled over epochs (the
-  min-separation pattern), one shuffled pass, sampling without replacement, seed 000's rounds;
+  min-separation pattern), one shuffled pass (whole, or seed 004's first T batches), sampling
+  without replacement, seed 000's rounds;
 * :mod:`~privopt.training.thresholds`: clip sources (fixed, quantile-adaptive, DP-STAT per
   round, RESIDUALEST) and the data handle the loop resolves row batches with;
 * :mod:`~privopt.training.plan`: :class:`TrainingPlan` (batches, clip, mechanism, noise,
@@ -27,6 +28,7 @@ from privopt.training.batching import (
     Round,
     Rounds,
     SampledWithoutReplacement,
+    SinglePass,
     shuffled_pass,
 )
 from privopt.training.calibrate import calibrate_noise_multiplier, event_epsilon
@@ -72,6 +74,7 @@ __all__ = [
     "Rounds",
     "RowData",
     "SampledWithoutReplacement",
+    "SinglePass",
     "StepInfo",
     "TrainingPlan",
     "UpdateRule",

@@ -13,6 +13,8 @@ strategy                    batches                                 what the eve
                             batches, cycled in the same order       min-separation S = N // b
 :class:`SampledWithout\     each step draws b of N uniformly        sampling without replacement
 Replacement`                (independently across steps)            within a step (seed 002)
+:class:`SinglePass`         the first T batches of one shuffled     single participation
+                            pass (seed 004; the rest never read)
 :class:`Rounds`             a secret permutation cut into T         one participation; round t is
                             disjoint rounds of s stat + b gradient  its own partition ("round",
                             rows (seed 000; or contiguous rounds)   t): parallel composition
@@ -25,8 +27,9 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -44,8 +47,31 @@ __all__ = [
     "Round",
     "Rounds",
     "SampledWithoutReplacement",
+    "SinglePass",
     "shuffled_pass",
 ]
+
+
+#: how a strategy's public field is checked (and replaced by its checked value), by field name:
+#: the same field is validated alike in every strategy
+_FIELD_CHECKS: dict[str, Callable[[Any], Any]] = {
+    "sample_rate": lambda v: check_sample_rate("sample_rate", v),
+    "num_steps": lambda v: check_count("steps", v),
+    "groups": lambda v: check_count("groups", v),
+    "batch_size": lambda v: check_count("batch_size", v),
+    "epochs": lambda v: check_count("epochs", v),
+    "sample_size": lambda v: check_count("sample_size", v),
+    "num_rounds": lambda v: check_count("num_rounds", v),
+    "stat_size": lambda v: check_count("stat_size", v, minimum=0),
+}
+
+
+def _records_per(n: int, k: int, name: str) -> int:
+    """``n // k`` (parts of ``n`` records cut by ``k``), refused when ``k`` exceeds the records."""
+    quotient = check_count("n", n) // k
+    if quotient < 1:
+        raise ValueError(f"{name}={k} is larger than the {n} records.")
+    return quotient
 
 
 class BatchStrategy(ABC):
@@ -53,6 +79,11 @@ class BatchStrategy(ABC):
 
     #: short name used in reports
     name: str = "batches"
+
+    def _check(self, *fields: str) -> None:
+        """Replace each named field by its checked value (:data:`_FIELD_CHECKS`; frozen-safe)."""
+        for field in fields:
+            object.__setattr__(self, field, _FIELD_CHECKS[field](getattr(self, field)))
 
     @property
     def rows_per_step(self) -> int | None:
@@ -92,8 +123,7 @@ class PoissonSampling(BatchStrategy):
     name: str = "poisson sampling"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sample_rate", check_sample_rate("sample_rate", self.sample_rate))
-        object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
+        self._check("sample_rate", "num_steps")
 
     @classmethod
     def from_epochs(
@@ -152,15 +182,10 @@ class CyclicPoissonSampling(BatchStrategy):
     name: str = "cyclic poisson sampling"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "groups", check_count("groups", self.groups))
-        object.__setattr__(self, "sample_rate", check_sample_rate("sample_rate", self.sample_rate))
-        object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
+        self._check("groups", "sample_rate", "num_steps")
 
     def part_size(self, n: int) -> int:
-        size = check_count("n", n) // self.groups
-        if size < 1:
-            raise ValueError(f"groups={self.groups} is larger than the {n} records.")
-        return size
+        return _records_per(n, self.groups, "groups")
 
     def steps(self, n: int) -> int:
         return self.num_steps
@@ -199,18 +224,14 @@ class FixedBatches(BatchStrategy):
     name: str = "fixed batches"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "batch_size", check_count("batch_size", self.batch_size))
-        object.__setattr__(self, "epochs", check_count("epochs", self.epochs))
+        self._check("batch_size", "epochs")
 
     @property
     def rows_per_step(self) -> int:
         return self.batch_size
 
     def per_epoch(self, n: int) -> int:
-        per_epoch = check_count("n", n) // self.batch_size
-        if per_epoch < 1:
-            raise ValueError(f"batch_size={self.batch_size} is larger than the {n} records.")
-        return per_epoch
+        return _records_per(n, self.batch_size, "batch_size")
 
     def steps(self, n: int) -> int:
         return self.epochs * self.per_epoch(n)
@@ -223,11 +244,15 @@ class FixedBatches(BatchStrategy):
             return Participation.single()
         return Participation.multiple(self.per_epoch(n), self.epochs)
 
+    def distinct_batches(self, n: int) -> int:
+        """How many distinct batches the permutation is cut into (S = N // b)."""
+        return self.per_epoch(n)
+
     def batches(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-        """The S secret batches (sorted indices), drawn once."""
+        """The distinct secret batches (sorted indices), drawn once."""
         order = rng.permutation(n)
-        b, per_epoch = self.batch_size, self.per_epoch(n)
-        return list(np.sort(order[: per_epoch * b].reshape(per_epoch, b), axis=1))
+        b, count = self.batch_size, self.distinct_batches(n)
+        return list(np.sort(order[: count * b].reshape(count, b), axis=1))
 
     def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
         batches = self.batches(n, rng)  # the permutation is drawn now, before any noise key
@@ -250,6 +275,39 @@ def shuffled_pass(batch_size: int) -> FixedBatches:
 
 
 @dataclass(frozen=True)
+class SinglePass(FixedBatches):
+    """The first ``num_steps`` of the ``N // b`` disjoint batches of a secret permutation, once.
+
+    Seed 004's single epoch with a given (B, T), ``B T <= N``: the records left over are never
+    read. Single participation, like :func:`shuffled_pass`, whose permutation and batches
+    (sorted indices) it shares; ``num_steps=None`` reads them all.
+    """
+
+    num_steps: int | None = None
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.epochs != 1:
+            raise ValueError("A single pass has one epoch.")
+        if self.num_steps is not None:
+            object.__setattr__(self, "num_steps", check_count("num_steps", self.num_steps))
+
+    def steps(self, n: int) -> int:
+        per_epoch = self.per_epoch(n)
+        return per_epoch if self.num_steps is None else min(per_epoch, self.num_steps)
+
+    def distinct_batches(self, n: int) -> int:
+        return self.steps(n)
+
+    def describe(self, n: int) -> str:
+        steps = self.steps(n)
+        return (
+            f"one pass: {steps} disjoint batches of {self.batch_size} from a secret permutation "
+            f"(each record read at most once; {n - steps * self.batch_size} never read)"
+        )
+
+
+@dataclass(frozen=True)
 class SampledWithoutReplacement(BatchStrategy):
     """Each of ``steps`` steps draws ``sample_size`` of the N records uniformly without
     replacement, independently across steps (so a record may be used many times; seed 002)."""
@@ -259,8 +317,7 @@ class SampledWithoutReplacement(BatchStrategy):
     name: str = "uniform sampling"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "sample_size", check_count("sample_size", self.sample_size))
-        object.__setattr__(self, "num_steps", check_count("steps", self.num_steps))
+        self._check("sample_size", "num_steps")
 
     def steps(self, n: int) -> int:
         return self.num_steps
@@ -323,9 +380,7 @@ class Rounds(BatchStrategy):
     name: str = "rounds"
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "num_rounds", check_count("num_rounds", self.num_rounds))
-        object.__setattr__(self, "batch_size", check_count("batch_size", self.batch_size))
-        object.__setattr__(self, "stat_size", check_count("stat_size", self.stat_size, minimum=0))
+        self._check("num_rounds", "batch_size", "stat_size")
         if self.shuffle not in ("rows", "none"):
             raise ValueError(f"Expected shuffle in ('rows', 'none'), got {self.shuffle!r}.")
 

@@ -19,11 +19,13 @@ the loop's divisor B); the plan's analysis (``privopt.algorithms.srgd_privacy.SR
 turns the per-step clips into the tree's sensitivity. The previous query point is public (a
 post-processing of earlier releases), so keeping it costs nothing.
 
-:class:`SinglePass` is the paper's single epoch for a given (B, T) (the first T of the
-``N // B`` disjoint batches). :class:`RecursiveGradient` is the oracle; its per-run state (step
-counter, previous point, single-epoch instrumentation) is a :class:`RecursiveLog` created by
-:meth:`prepare`, i.e. once per fit, and read by the caller afterwards (``visits``, ``assignment``,
-``evaluations``, the clip fractions and largest norms: non-private diagnostics).
+:class:`~privopt.training.batching.SinglePass` (the paper's single epoch for a given (B, T),
+the first T of the ``N // B`` disjoint batches) is a batch strategy and lives in
+:mod:`privopt.training.batching`; it stays importable from here. :class:`RecursiveGradient` is
+the oracle; its per-run state (step counter, previous point, single-epoch instrumentation) is a
+:class:`RecursiveLog` created by :meth:`prepare`, i.e. once per fit, and read by the caller
+afterwards (``visits``, ``assignment``, ``evaluations``, the clip fractions and largest norms:
+non-private diagnostics).
 """
 
 from __future__ import annotations
@@ -35,13 +37,13 @@ from typing import Any
 
 import numpy as np
 
-from privopt._validate import check_count, check_positive
+from privopt._validate import check_positive
 from privopt.clipping import clip_factors, row_norms
 from privopt.losses import LinearLoss
-from privopt.training.batching import FixedBatches
+from privopt.training.batching import SinglePass  # re-exported: its home moved to batching
 from privopt.training.gradients import GenericModel
 
-__all__ = ["RecursiveGradient", "RecursiveLog", "SinglePass", "clipped_difference_sum"]
+__all__ = ["RecursiveGradient", "RecursiveLog", "SinglePass"]
 
 GradFn = Callable[[np.ndarray, np.ndarray, np.ndarray], np.ndarray]
 
@@ -54,47 +56,6 @@ def _gradients(gradient: GradFn, w: np.ndarray, X: np.ndarray, y: np.ndarray) ->
             f"got {grads.shape}."
         )
     return grads
-
-
-def clipped_difference_sum(
-    gradient: LinearLoss | GradFn,
-    x: np.ndarray,
-    x_prev: np.ndarray | None,
-    t: int,
-    X: np.ndarray,
-    y: np.ndarray,
-    clip: float,
-) -> tuple[np.ndarray, float, float]:
-    r"""``sum_d clip_c(eta_t grad f(x_t, d) - eta_{t-1} grad f(x_{t-1}, d))`` over the rows.
-
-    ``eta_t = t + 1``; at t = 0 (``eta_{-1} = 0``) the plain gradients, and ``x_prev`` is unused.
-
-    Returns:
-        (the clipped sum, fraction of the rows clipped, largest unclipped per-example norm).
-    """
-    first = t == 0
-    if not first and x_prev is None:
-        raise ValueError("The previous query point is required for t >= 1.")
-    eta = float(t + 1)
-    if isinstance(gradient, LinearLoss):
-        coefficient = gradient.derivative(X @ x, y)
-        if not first:
-            previous = gradient.derivative(X @ x_prev, y)
-            coefficient = eta * (coefficient - previous) + previous
-        norms = np.abs(coefficient) * row_norms(X)
-        factors = clip_factors(norms, clip)
-        total = X.T @ (coefficient * factors)
-    else:
-        rows = _gradients(gradient, x, X, y)
-        if not first:
-            previous = _gradients(gradient, x_prev, X, y)  # type: ignore[arg-type]
-            rows = eta * (rows - previous) + previous
-        norms = row_norms(rows)
-        factors = clip_factors(norms, clip)
-        total = rows.T @ factors
-    fraction = float(np.mean(factors < 1.0)) if norms.size else 0.0
-    largest = float(norms.max()) if norms.size else 0.0
-    return total, fraction, largest
 
 
 @dataclass(eq=False)
@@ -148,6 +109,48 @@ class RecursiveGradient(GenericModel):
             raise ValueError(f"Expected a LinearLoss or a grad_fn, got {self.grad_fn!r}.")
         object.__setattr__(self, "first_clip", check_positive("first_clip", self.first_clip))
 
+    def difference_sum(
+        self,
+        x: np.ndarray,
+        x_prev: np.ndarray | None,
+        t: int,
+        X: np.ndarray,
+        y: np.ndarray,
+        clip: float,
+    ) -> tuple[np.ndarray, float, float]:
+        r"""``sum_d clip_c(eta_t grad f(x_t, d) - eta_{t-1} grad f(x_{t-1}, d))`` over the rows.
+
+        ``eta_t = t + 1``; at t = 0 (``eta_{-1} = 0``) the plain gradients, and ``x_prev`` is
+        unused.
+
+        Returns:
+            (the clipped sum, fraction of the rows clipped, largest unclipped per-example norm).
+        """
+        first = t == 0
+        if not first and x_prev is None:
+            raise ValueError("The previous query point x_prev is required for t >= 1.")
+        eta = float(t + 1)
+        gradient = self.grad_fn
+        if isinstance(gradient, LinearLoss):
+            coefficient = gradient.derivative(X @ x, y)
+            if not first:
+                previous = gradient.derivative(X @ x_prev, y)
+                coefficient = eta * (coefficient - previous) + previous
+            norms = np.abs(coefficient) * row_norms(X)
+            factors = clip_factors(norms, clip)
+            total = X.T @ (coefficient * factors)
+        else:
+            rows = _gradients(gradient, x, X, y)
+            if not first:
+                previous = _gradients(gradient, x_prev, X, y)  # type: ignore[arg-type]
+                rows = eta * (rows - previous) + previous
+            norms = row_norms(rows)
+            factors = clip_factors(norms, clip)
+            total = rows.T @ factors
+        fraction = float(np.mean(factors < 1.0)) if norms.size else 0.0
+        largest = float(norms.max()) if norms.size else 0.0
+        return total, fraction, largest
+
     def prepare(self, X: np.ndarray, y: np.ndarray | None = None) -> RecursiveLog:
         return self.log.start(X.shape[0])
 
@@ -161,9 +164,7 @@ class RecursiveGradient(GenericModel):
         c = self.first_clip if t == 0 else clip
         if c is None:
             raise ValueError("The SRG oracle always clips: the loop's clip is required.")
-        total, fraction, largest = clipped_difference_sum(
-            self.grad_fn, w, run.previous, t, X[batch], y[batch], c
-        )
+        total, fraction, largest = self.difference_sum(w, run.previous, t, X[batch], y[batch], c)
         run.assignment[batch] = run.step
         run.visits[batch] += 1
         run.evaluations += len(batch) if t == 0 else 2 * len(batch)
@@ -172,38 +173,3 @@ class RecursiveGradient(GenericModel):
         run.previous, run.last_sum = w, total  # x_{t-1} of the next step: public
         run.step += 1
         return total, fraction
-
-
-@dataclass(frozen=True)
-class SinglePass(FixedBatches):
-    """The first ``num_steps`` of the ``N // b`` disjoint batches of a secret permutation, once.
-
-    Seed 004's single epoch with a given (B, T), ``B T <= N``: the records left over are never
-    read. Single participation, like :func:`~privopt.training.batching.shuffled_pass`, whose
-    permutation and batches (sorted indices) it shares; ``num_steps=None`` reads them all.
-    """
-
-    num_steps: int | None = None
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        if self.epochs != 1:
-            raise ValueError("A single pass has one epoch.")
-        if self.num_steps is not None:
-            object.__setattr__(self, "num_steps", check_count("num_steps", self.num_steps))
-
-    def steps(self, n: int) -> int:
-        per_epoch = self.per_epoch(n)
-        return per_epoch if self.num_steps is None else min(per_epoch, self.num_steps)
-
-    def batches(self, n: int, rng: np.random.Generator) -> list[np.ndarray]:
-        order = rng.permutation(n)
-        b, steps = self.batch_size, self.steps(n)
-        return list(np.sort(order[: steps * b].reshape(steps, b), axis=1))
-
-    def describe(self, n: int) -> str:
-        steps = self.steps(n)
-        return (
-            f"one pass: {steps} disjoint batches of {self.batch_size} from a secret permutation "
-            f"(each record read at most once; {n - steps * self.batch_size} never read)"
-        )
