@@ -35,6 +35,8 @@ __all__ = [
     "QUANTILE_ROWS",
     "private_quantile_bounds",
     "quantile_releases",
+    "release_budgets",
+    "row_level",
     "tail_level",
     "tighten_public_bounds",
 ]
@@ -67,6 +69,24 @@ TARGET_SIGMAS = 8.0
 #: of margin), inflating every sensitivity; public tables, 8 seeds: CCPP 0.974x -> 0.995x,
 #: California 0.956x -> 0.965x, CASP 0.963x -> 0.970x OLS's test R^2
 ROW_LEVEL = 0.97
+#: the row radius's level drops below ROW_LEVEL (to ROW_LEVEL_FLOOR at the lowest) when its
+#: release would have fewer than ROW_MARGIN_RANKS / epsilon ranks of margin above it: at
+#: d = 50, epsilon = 0.5, m = 20,000 the 0.97-quantile failed upward (towards the grid top
+#: BOX_SIGMAS sqrt(d), 3x the true radius) in 73% of draws at its old unit share, and the
+#: inflated sensitivities left noisy Newton 50x to 140,000x OLS (issue 16 sweep). Measured
+#: there (1,000 draws each): a margin of 9 ranks per 1/epsilon failed 28% of draws, 15 2.2%,
+#: 21-23 0-0.3%, 24 and more none
+ROW_MARGIN_RANKS = 25.0
+ROW_LEVEL_FLOOR = 0.9
+#: the releases that every sensitivity depends on get a fixed share of mu^2 (or their unit
+#: share when larger): the row-norm radius RADIUS_SHARE, the target's coarse median and two
+#: central quantiles (its centre and radius) TARGET_SHARE together. One of them failing
+#: inflates every later noise, while a feature's failed quantile only mis-scales that feature.
+#: At d = 50 their unit share was 1% of mu^2: a target quartile released 915 for a true 0.95
+#: (radius 5,432) in one of five seeds. With RADIUS_SHARE the radius keeps its 0.97 level at
+#: epsilon = 1 (d = 20: the paper model 1.42x -> 1.35x OLS, 5 seeds)
+RADIUS_SHARE = 0.15
+TARGET_SHARE = 0.1
 
 
 def quantile_releases(n_features: int) -> int:
@@ -77,6 +97,28 @@ def quantile_releases(n_features: int) -> int:
     2`` units). The ledger receives ``4 d + 6`` events (fewer when an outer extent has too
     few rows to be released)."""
     return 7 * n_features + 6
+
+
+def release_budgets(n_features: int, mu: float) -> tuple[float, float, float]:
+    """(mu_each, mu_target, mu_radius): the GDP budgets of :func:`private_quantile_bounds`'s
+    ordinary releases, of each of the target's three central releases and of the row radius,
+    for mu in total: ``(k - 4) mu_each^2 + 3 mu_target^2 + mu_radius^2 = mu^2``, k =
+    :func:`quantile_releases`. The target's releases get TARGET_SHARE of mu^2 together and
+    the radius RADIUS_SHARE, or the unit share mu^2 / k each where that is larger."""
+    units = quantile_releases(n_features)
+    unit = mu / math.sqrt(units)
+    mu_target = max(unit, mu * math.sqrt(TARGET_SHARE / 3.0))
+    mu_radius = max(unit, mu * math.sqrt(RADIUS_SHARE))
+    rest = mu * mu - 3.0 * mu_target**2 - mu_radius**2
+    return math.sqrt(rest / (units - 4)), mu_target, mu_radius
+
+
+def row_level(m: int, mu_radius: float) -> float:
+    """Level of the private row-norm radius on m rows at budget mu_radius: ROW_LEVEL, or lower
+    (down to ROW_LEVEL_FLOOR) so that its release keeps ROW_MARGIN_RANKS / epsilon ranks of
+    margin, ``(1 - level) m epsilon >= ROW_MARGIN_RANKS`` (public)."""
+    level = 1.0 - ROW_MARGIN_RANKS / (m * bounded_range_epsilon(mu_radius))
+    return min(max(level, ROW_LEVEL_FLOOR), ROW_LEVEL)
 
 
 def tail_level(m: int, mu_each: float) -> float:
@@ -134,8 +176,10 @@ def private_quantile_bounds(
     """Private centres, scales and radii from quantiles and counts.
 
     On the records ``rows`` (a secret, data-independent subset of public size m), with the
-    budget split in :func:`quantile_releases` ``= 7 d + 6`` equal units mu_each = mu /
-    sqrt(7 d + 6) (together at most mu-GDP by exact GDP composition; each exponential
+    budget split over :func:`quantile_releases` ``= 7 d + 6`` units by
+    :func:`release_budgets`: the target's coarse median and central quantiles mu_target each
+    (together TARGET_SHARE of mu^2), the row radius mu_radius (RADIUS_SHARE), the other 7 d + 2
+    units mu_each each (together at most mu-GDP by exact GDP composition; each exponential
     mechanism is recorded as the Gaussian event that dominates it,
     :mod:`privopt.clipping.quantiles`; each release is chosen from earlier releases only):
 
@@ -159,9 +203,10 @@ def private_quantile_bounds(
       does too, the feature is dropped (a clipped value would predict through the unclipped
       coefficient); the target's radius TARGET_SIGMAS s_y grows WIDEN times per count over
       the limit;
+    * the target's centre and range as a feature's (at budget mu_target and its own tail level);
     * the standardised rows z = clip((x - c) / s, +-BOX_SIGMAS) have the radius R = the private
-      ``ROW_LEVEL`` quantile of ||z|| over a log grid bounded by BOX_SIGMAS sqrt(d) (so the
-      search cannot fail upward).
+      :func:`row_level` quantile of ||z|| (ROW_LEVEL, lower when mu_radius m is small) over a log
+      grid bounded by BOX_SIGMAS sqrt(d) (so the search cannot exceed the largest norm).
 
     Without an intercept nothing is centred (the model is y = <x, w>); the half-ranges are
     then max(|a_j|, |b_j|). Privacy: replace-one or zero-out (every count moves by at most
@@ -172,7 +217,7 @@ def private_quantile_bounds(
     rows = np.asarray(rows)
     m = check_count("preprocessing rows", rows.size, minimum=2)
     n_features = X.shape[1]
-    mu_each = mu / math.sqrt(quantile_releases(n_features))
+    mu_each, mu_target, mu_radius = release_budgets(n_features, mu)
     grid = value_grid(ratio=CENTRED_GRID_RATIO)
     coarse = value_grid(ratio=1.05)
     extent_grid = log_grid(GRID_RANGE[0], GRID_RANGE[1], ATOM_EXTENT_GRID_RATIO)
@@ -189,9 +234,11 @@ def private_quantile_bounds(
         )
         return release.value
 
-    def quantile(sorted_values: np.ndarray, q: float, label: str, candidates=grid) -> float:
+    def quantile(
+        sorted_values: np.ndarray, q: float, label: str, candidates=grid, budget=mu_each
+    ) -> float:
         release = private_interval_quantile(
-            sorted_values, q, candidates, mu=mu_each, rng=rng, n=float(m)
+            sorted_values, q, candidates, mu=budget, rng=rng, n=float(m)
         )
         ledger.record(
             GaussianEvent(1.0, 1.0 / release.mu, label=f"{label} (exponential mechanism)"),
@@ -199,18 +246,25 @@ def private_quantile_bounds(
         )
         return release.value
 
-    def centre_range(sorted_values: np.ndarray, label: str) -> tuple[float, float, float]:
-        """(centre, half-range, tolerance): the tolerance is the half-range, or the grid cell
-        that an atom may sit in when that is wider (a collapsed range)."""
+    def centre_range(
+        sorted_values: np.ndarray, label: str, budget: float = mu_each, level: float = tau
+    ) -> tuple[float, float, float]:
+        """(centre, half-range, tolerance) from the ``level`` and 1 - ``level`` quantiles: the
+        tolerance is the half-range, or the grid cell that an atom may sit in when that is
+        wider (a collapsed range)."""
         # a coarse median first, so that the quartiles are searched on values centred near 0,
         # where the log grid is fine relative to their spread (an offset feature such as a
         # pressure of 1013 +- 6 would otherwise have almost no candidates inside its range)
         shift = 0.0
         if fit_intercept:
-            shift = quantile(sorted_values, 0.5, f"private coarse median of {label}", coarse)
+            shift = quantile(
+                sorted_values, 0.5, f"private coarse median of {label}", coarse, budget
+            )
         centred = sorted_values - shift
-        a = quantile(centred, tau, f"private {tau:.3g}-quantile of {label}")
-        b = quantile(centred, 1.0 - tau, f"private {1 - tau:.3g}-quantile of {label}")
+        a = quantile(centred, level, f"private {level:.3g}-quantile of {label}", grid, budget)
+        b = quantile(
+            centred, 1.0 - level, f"private {1 - level:.3g}-quantile of {label}", grid, budget
+        )
         a, b = min(a, b), max(a, b)
         if fit_intercept:
             centre, half = shift + (a + b) / 2.0, (b - a) / 2.0
@@ -224,8 +278,11 @@ def private_quantile_bounds(
     x_center = np.array([c for c, _, _ in stats])
     half = np.array([h for _, h, _ in stats])
     tolerance = np.array([t for _, _, t in stats])
-    y_center, y_half, _ = centre_range(np.sort(np.asarray(y[rows], dtype=float)), "the target")
-    y_scale = y_half / z_tau if y_half > 0.0 else 1.0
+    tau_y = tail_level(m, mu_target)
+    y_center, y_half, _ = centre_range(
+        np.sort(np.asarray(y[rows], dtype=float)), "the target", mu_target, tau_y
+    )
+    y_scale = y_half / float(norm.isf(tau_y)) if y_half > 0.0 else 1.0
 
     # outer extents: the median distance to the centre of the rows outside the central range
     # (outside the atom when the range collapsed), on n_outer rows released as one Gaussian
@@ -292,7 +349,10 @@ def private_quantile_bounds(
     top = BOX_SIGMAS * math.sqrt(n_features)
     radius_grid = log_grid(1e-3 * math.sqrt(n_features), top, 1.01)
     radius_grid[-1] = top
-    radius = quantile(norms, ROW_LEVEL, "private row-norm radius", radius_grid)
+    level = row_level(m, mu_radius)
+    radius = quantile(
+        norms, level, f"private row-norm radius ({level:.3g}-quantile)", radius_grid, mu_radius
+    )
     return LinearBounds(
         x_center=x_center,
         y_center=y_center,

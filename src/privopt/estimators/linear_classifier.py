@@ -12,6 +12,7 @@ from sklearn.utils.multiclass import type_of_target
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privopt.accounting import PrivacyLedger
+from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import clip_factors
 from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
@@ -28,8 +29,10 @@ class FeatureMap:
     """The public (or privately estimated) map of raw features to rows of norm <= 1.
 
     Public bounds: each feature is clipped to [low, high] and divided by max(|low|, |high|)
-    (sparsity is kept: 0 stays 0). Private bounds: rows are centred at the private centre and
-    clipped to the private radius, then divided by it. Then a constant 1 is appended for the
+    (sparsity is kept: 0 stays 0). Private bounds: with ``bounds`` (private quantiles, small N)
+    each feature is centred, standardised and boxed and the row clipped to the private radius
+    (:meth:`LinearBounds.transform_block`); without, rows are centred at the private centre and
+    clipped to the private radius; then divided by it. Then a constant 1 is appended for the
     intercept and every row is scaled to norm <= 1. Scaling a row by a positive factor does not
     change the sign of <w, x>, so predictions are those of a linear classifier in the mapped
     space.
@@ -41,11 +44,16 @@ class FeatureMap:
     scale: np.ndarray | float
     fit_intercept: bool
     source: str
+    bounds: LinearBounds | None = None
 
     def transform(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float)
         if self.low is not None:
             Z = np.clip(X, self.low, self.high) / self.scale
+        elif self.bounds is not None:
+            Z = np.empty_like(X)
+            self.bounds.transform_block(X, Z, track_changes=False)
+            Z /= self.bounds.x_radius
         else:
             Z = X - self.center
             Z = Z * clip_factors(np.linalg.norm(Z, axis=1), float(self.scale))[:, None]
@@ -174,7 +182,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         else:
             bounds, rows = self._private_bounds(X, signs, rng, ledger)
             fmap = FeatureMap(
-                bounds.x_center, None, None, bounds.x_radius, self.fit_intercept, "private"
+                bounds.x_center, None, None, bounds.x_radius, self.fit_intercept, "private", bounds
             )
         ledger.assume("rows mapped to the unit ball (a public, per-record transformation)")
         Z = fmap.transform(X[rows])

@@ -75,6 +75,16 @@ PUBLIC_BOUNDS_HINT = (
 )
 
 
+def quantile_slice_rows(n: int, d: int, mu: float, fraction: float) -> int:
+    """Rows m of a disjoint secret slice for :func:`private_quantile_bounds` at the full budget
+    mu (parallel composition with the fit on the other rows): enough for QUANTILE_RANK_BUDGET
+    ranks of resolution per release (m mu / sqrt(7 d + 6) >= QUANTILE_RANK_BUDGET), at least
+    ``fraction`` N, at most QUANTILE_ROWS. Public quantities only; the caller refuses when
+    2 m > N."""
+    needed = math.ceil(QUANTILE_RANK_BUDGET * math.sqrt(quantile_releases(d)) / mu)
+    return min(max(needed, int(fraction * n)), QUANTILE_ROWS)
+
+
 class DPLinearRegression(RegressorMixin, PrivateEstimator):
     """Differentially private linear regression, (epsilon, delta)-DP end to end.
 
@@ -361,11 +371,7 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
 
     def _slice_rows(self, n: int, d: int, mu: float) -> int:
         """Rows of the disjoint preprocessing slice (at the full budget), at most half of N."""
-        k = quantile_releases(d)
-        m = max(
-            math.ceil(QUANTILE_RANK_BUDGET * math.sqrt(k) / mu), int(self.preprocess_fraction * n)
-        )
-        m = min(m, QUANTILE_ROWS)
+        m = quantile_slice_rows(n, d, mu, self.preprocess_fraction)
         if 2 * m > n:
             self._refuse(n, 2 * m, "private preprocessing on a disjoint slice")
         return m
