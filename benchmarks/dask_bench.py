@@ -10,9 +10,9 @@ whose per-worker memory limit is below the data size, and measures on it:
 * AdaSSP's statistic pass alone (bounds fixed), the private preprocessing's gather pass alone
   (20,000 rows), the whole AdaSSP fit with public bounds (one pass) and with private bounds
   (gather pass, then the Gram pass), noisy Newton with public bounds (seven passes, once);
-* DP-AMBSSGD with public and with private bounds (the moment subset's gather pass, then its
-  T rounds gathered by global index, several rounds per pass within
-  ``privopt.distributed.rounds.GATHER_BYTES`` of client memory);
+* DP-AMBSSGD with public and with private bounds (the moment subset's gather pass, then one
+  pass per round: each task returns DP-STAT's counts and the candidate clipped sums of its
+  rows of the round, :mod:`privopt.distributed.round_statistics`; no row reaches the client);
 * DP-SGD's per-step latency on a small table (one round trip per step).
 
 ``--only`` takes labels or prefixes (``--only ambssgd``: the I/O floor and both DP-AMBSSGD
@@ -109,8 +109,10 @@ class WorkerMeter:
         return sorted(round(v / 2**20, 1) for v in self.peak)
 
 
-#: the tasks that read a file (one per file and pass): the whole file, or rows gathered from it
-READERS = ("_read_file", "_take_file")
+#: the tasks that read a file (one per file and pass): the whole file (also DP-AMBSSGD's round
+#: 0, whose task writes the round cache from it), rows gathered from it, or a DP-AMBSSGD round's
+#: statistics from the source (the later rounds read the round cache: not passes over the data)
+READERS = ("_read_file", "_take_file", "round_statistics")
 
 
 def measure(client, fn, files: int) -> tuple[object, dict]:
@@ -281,9 +283,9 @@ def main() -> None:
             results[label]["max_coef_error"] = float(
                 np.max(np.abs(coef - np.linspace(-1.0, 1.0, args.features)))
             )
-        if label.startswith("ambssgd"):  # rounds, and the passes that gathered them
+        if label.startswith("ambssgd"):  # rounds, and the passes they made (one per round)
             info = values[label].fit_info_
-            results[label].update(rounds=int(info["steps"]), gather_passes=info["gather_passes"])
+            results[label].update(rounds=int(info["steps"]), round_passes=info["round_passes"])
 
     if not args.skip_sgd:
         # DP-SGD: one round trip per step, measured on the first files (persisted in memory)
