@@ -50,6 +50,11 @@ QUANTILE_ROWS = 20_000
 #: values are both inside the range (quartiles can land in the gap between them)
 TAIL_LEVELS = (0.05, 0.25)
 TAIL_RANKS = 15.0
+#: grid ratio of the coarse median that centres each feature before its central quantiles
+COARSE_GRID_RATIO = 1.05
+#: a median-centred feature whose one central quantile is more than SKEW_LIMIT times farther
+#: from the centre than the other has that one taken as failed (:func:`symmetric_if_failed`)
+SKEW_LIMIT = 50.0
 #: ratio of the grid of the central quantiles (searched on values centred by the coarse
 #: median, so a relative step is a step relative to the spread): 0.2% (the default grid)
 #: resolves nothing that 5% does not, and its 25 times more candidates in an empty gap (between
@@ -119,6 +124,34 @@ def row_level(m: int, mu_radius: float) -> float:
     margin, ``(1 - level) m epsilon >= ROW_MARGIN_RANKS`` (public)."""
     level = 1.0 - ROW_MARGIN_RANKS / (m * bounded_range_epsilon(mu_radius))
     return min(max(level, ROW_LEVEL_FLOOR), ROW_LEVEL)
+
+
+def symmetric_if_failed(
+    a: float, b: float, shift: float = 0.0
+) -> tuple[float, float, float | None]:
+    """The central quantiles a < 0 < b of median-centred values, with the farther side replaced
+    by the nearer one's mirror when it is more than SKEW_LIMIT times farther from the centre;
+    the third value is the other choice's half-range (the farther side), or None.
+
+    A release fails by landing among the grid's candidates beyond the data, which all score
+    alike: far out (up to 1e9) or next to 0. At d = 50, epsilon = 0.5 about one feature in
+    seven had one quartile at -53 to -681 (or +745) against a true -0.67 (+0.68), the other one
+    right, and the scale 500 times too wide squashed the feature. The quartiles of a
+    median-centred law are within a few times each other (log-normal with sigma = 4: 15), so a
+    larger ratio means one side failed. The nearer side is kept; when it is the one that
+    failed (next to 0), the box clip counts flag the feature, which then takes the other
+    choice instead of being dropped (:func:`private_quantile_bounds`). A near side within the
+    coarse median's rounding of the centre (at most ``COARSE_GRID_RATIO |shift|`` plus the grid's
+    smallest value, ``shift`` the coarse median) is an atom at the median, as in a feature that is
+    0 on most rows, and is kept. Post-processing of released values (no privacy cost)."""
+    low, high = -a, b
+    atom = COARSE_GRID_RATIO * abs(shift) + GRID_RANGE[0]
+    if min(low, high) > atom:
+        if high > SKEW_LIMIT * low:
+            return a, low, high
+        if low > SKEW_LIMIT * high:
+            return -high, b, low
+    return a, b, None
 
 
 def tail_level(m: int, mu_each: float) -> float:
@@ -219,7 +252,7 @@ def private_quantile_bounds(
     n_features = X.shape[1]
     mu_each, mu_target, mu_radius = release_budgets(n_features, mu)
     grid = value_grid(ratio=CENTRED_GRID_RATIO)
-    coarse = value_grid(ratio=1.05)
+    coarse = value_grid(ratio=COARSE_GRID_RATIO)
     extent_grid = log_grid(GRID_RANGE[0], GRID_RANGE[1], ATOM_EXTENT_GRID_RATIO)
     tau = tail_level(m, mu_each)
     z_tau = float(norm.isf(tau))  # the (tau, 1 - tau) half-range of a normal law, in sigmas
@@ -246,6 +279,8 @@ def private_quantile_bounds(
         )
         return release.value
 
+    mirrored: dict[str, float] = {}  # label -> the other half-range (symmetric_if_failed)
+
     def centre_range(
         sorted_values: np.ndarray, label: str, budget: float = mu_each, level: float = tau
     ) -> tuple[float, float, float]:
@@ -267,6 +302,9 @@ def private_quantile_bounds(
         )
         a, b = min(a, b), max(a, b)
         if fit_intercept:
+            a, b, other = symmetric_if_failed(a, b, shift)
+            if other is not None:
+                mirrored[label] = other
             centre, half = shift + (a + b) / 2.0, (b - a) / 2.0
         else:
             centre, half = 0.0, max(abs(a), abs(b))
@@ -329,6 +367,9 @@ def private_quantile_bounds(
     limit = CLIP_LIMIT * m + 2.0 * count_std
     narrow, wide = noisy[:n_features] > limit, noisy[n_features : 2 * n_features] > limit
     x_scale = np.where(narrow & wide, np.inf, np.where(narrow, WIDEN * x_scale, x_scale))
+    for j in np.flatnonzero(narrow & wide):  # a mirrored side that failed next to 0: the other
+        if f"feature {j}" in mirrored:
+            x_scale[j] = mirrored[f"feature {j}"] / z_tau
     # the target is never dropped: its radius grows WIDEN (or WIDEN^2) times instead
     y_radius *= WIDEN ** int(noisy[-2] > limit) * WIDEN ** int(noisy[-1] > limit)
     ledger.assume(
