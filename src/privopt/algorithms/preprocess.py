@@ -31,6 +31,7 @@ from privopt.noise.rng import gaussian_noise
 __all__ = [
     "LinearBounds",
     "SecondMoment",
+    "dp_stat_minimum_rows",
     "preprocessing_rows_needed",
     "private_bounds",
     "private_second_moment",
@@ -251,20 +252,25 @@ def check_feature_bounds(feature_bounds, n_features: int) -> np.ndarray:
     return fb
 
 
+def dp_stat_minimum_rows(mu: float) -> int:
+    """Fewest records N for which :func:`preprocessing_share` accepts DP-STAT's private
+    preprocessing at budget mu: twice 1.05 times :func:`preprocessing_rows_needed` (public)."""
+    return int(2 * 1.05 * preprocessing_rows_needed(mu))
+
+
 def preprocessing_share(n: int, mu: float, fraction: float, hint: str) -> float:
     """Probability of a record going to private preprocessing (public: N and mu only).
 
     At least 1.05 times :func:`preprocessing_rows_needed` rows in expectation (5% slack for the
     random chunk sizes) and at least ``fraction``; refuses, naming the rows needed and ``hint``,
-    when N is below twice that.
+    when N is below twice that (:func:`dp_stat_minimum_rows`).
     """
-    needed = 1.05 * preprocessing_rows_needed(mu)
-    if n < int(2 * needed):
+    if n < dp_stat_minimum_rows(mu):
         raise ValueError(
             f"Too few rows: private preprocessing (no public bounds given) needs at least "
-            f"{int(2 * needed)} rows, {n} are available. {hint}"
+            f"{dp_stat_minimum_rows(mu)} rows, {n} are available. {hint}"
         )
-    return max(needed / n, fraction)
+    return max(1.05 * preprocessing_rows_needed(mu) / n, fraction)
 
 
 def private_bounds_by_label(

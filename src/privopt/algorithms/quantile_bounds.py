@@ -279,14 +279,13 @@ def private_quantile_bounds(
         )
         return release.value
 
-    mirrored: dict[str, float] = {}  # label -> the other half-range (symmetric_if_failed)
-
     def centre_range(
         sorted_values: np.ndarray, label: str, budget: float = mu_each, level: float = tau
-    ) -> tuple[float, float, float]:
-        """(centre, half-range, tolerance) from the ``level`` and 1 - ``level`` quantiles: the
-        tolerance is the half-range, or the grid cell that an atom may sit in when that is
-        wider (a collapsed range)."""
+    ) -> tuple[float, float, float, float | None]:
+        """(centre, half-range, tolerance, other) from the ``level`` and 1 - ``level``
+        quantiles: the tolerance is the half-range, or the grid cell that an atom may sit in
+        when that is wider (a collapsed range); ``other`` the half-range of the other choice
+        when a side was taken as failed (:func:`symmetric_if_failed`), else None."""
         # a coarse median first, so that the quartiles are searched on values centred near 0,
         # where the log grid is fine relative to their spread (an offset feature such as a
         # pressure of 1013 +- 6 would otherwise have almost no candidates inside its range)
@@ -300,24 +299,22 @@ def private_quantile_bounds(
         b = quantile(
             centred, 1.0 - level, f"private {1 - level:.3g}-quantile of {label}", grid, budget
         )
-        a, b = min(a, b), max(a, b)
+        a, b, other = min(a, b), max(a, b), None
         if fit_intercept:
             a, b, other = symmetric_if_failed(a, b, shift)
-            if other is not None:
-                mirrored[label] = other
             centre, half = shift + (a + b) / 2.0, (b - a) / 2.0
         else:
             centre, half = 0.0, max(abs(a), abs(b))
         cell = (CENTRED_GRID_RATIO - 1.0) * max(abs(a), abs(b), 1.0 if a == b else 0.0)
-        return centre, half, max(half, cell) + GRID_RANGE[0]
+        return centre, half, max(half, cell) + GRID_RANGE[0], other
 
     sample = np.asarray(X[rows], dtype=float)
     stats = [centre_range(np.sort(sample[:, j]), f"feature {j}") for j in range(n_features)]
-    x_center = np.array([c for c, _, _ in stats])
-    half = np.array([h for _, h, _ in stats])
-    tolerance = np.array([t for _, _, t in stats])
+    x_center = np.array([c for c, _, _, _ in stats])
+    half = np.array([h for _, h, _, _ in stats])
+    tolerance = np.array([t for _, _, t, _ in stats])
     tau_y = tail_level(m, mu_target)
-    y_center, y_half, _ = centre_range(
+    y_center, y_half, _, _ = centre_range(
         np.sort(np.asarray(y[rows], dtype=float)), "the target", mu_target, tau_y
     )
     y_scale = y_half / float(norm.isf(tau_y)) if y_half > 0.0 else 1.0
@@ -368,8 +365,9 @@ def private_quantile_bounds(
     narrow, wide = noisy[:n_features] > limit, noisy[n_features : 2 * n_features] > limit
     x_scale = np.where(narrow & wide, np.inf, np.where(narrow, WIDEN * x_scale, x_scale))
     for j in np.flatnonzero(narrow & wide):  # a mirrored side that failed next to 0: the other
-        if f"feature {j}" in mirrored:
-            x_scale[j] = mirrored[f"feature {j}"] / z_tau
+        other = stats[j][3]
+        if other is not None:
+            x_scale[j] = other / z_tau
     # the target is never dropped: its radius grows WIDEN (or WIDEN^2) times instead
     y_radius *= WIDEN ** int(noisy[-2] > limit) * WIDEN ** int(noisy[-1] > limit)
     ledger.assume(

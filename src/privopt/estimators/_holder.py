@@ -21,15 +21,14 @@ from privopt.algorithms.gradient_perturbation import ACCOUNTING, dp_sgd_gradient
 from privopt.algorithms.output_perturbation import dp_sgd_output
 from privopt.algorithms.preprocess import (
     LinearBounds,
-    preprocessing_rows_needed,
+    dp_stat_minimum_rows,
     preprocessing_share,
     private_bounds_by_label,
 )
-from privopt.algorithms.quantile_bounds import private_quantile_bounds
 from privopt.algorithms.srgd import accelerated_dp_srgd
 from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator
+from privopt.estimators._private_bounds import PUBLIC_BOUNDS_HINT, PrivateBoundsMixin
 from privopt.estimators._utility import output_noise_reasons, warn_if_useless
-from privopt.estimators.linear_regression import PUBLIC_BOUNDS_HINT, quantile_slice_rows
 
 __all__ = ["HolderSGDEstimator"]
 
@@ -67,7 +66,7 @@ NON_LIPSCHITZ_RADIUS = 5.0
 SRGD_RADIUS = 1.0
 
 
-class HolderSGDEstimator(PrivateEstimator):
+class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
     """Base class: parameters, validation, the private fit. Subclasses map data and labels."""
 
     _parameter_constraints: dict = {  # noqa: RUF012 (scikit-learn's declarative contract)
@@ -101,15 +100,15 @@ class HolderSGDEstimator(PrivateEstimator):
         the fit keeps the whole budget on the rest. Which estimator runs depends on public N
         and mu only:
 
-        * N at least twice :func:`~privopt.algorithms.preprocess.preprocessing_rows_needed`
-          (about 17,500 at epsilon = 1, delta = 1e-6): DP-STAT's private centre and radius of
+        * N at least :func:`~privopt.algorithms.preprocess.dp_stat_minimum_rows` (about
+          17,500 at epsilon = 1, delta = 1e-6): DP-STAT's private centre and radius of
           the rows (:func:`~privopt.algorithms.preprocess.private_bounds_by_label`), which
           keep the rows' geometry (measured better where both run: Adult's one-hot features
           0.81 accuracy against 0.77, synthetic d = 30 R^2 0.48 against 0.37);
         * fewer rows: private quantiles, clip counts and the row radius
           (:func:`~privopt.algorithms.quantile_bounds.private_quantile_bounds`, as
           :class:`~privopt.estimators.DPLinearRegression`) on m rows
-          (:func:`~privopt.estimators.linear_regression.quantile_slice_rows`, about
+          (:func:`~privopt.estimators._private_bounds.quantile_slice_rows`, about
           45 sqrt(7 d + 6) / mu): CCPP's 9,568 rows fit (R^2 0.92 against OLS's 0.93), where
           DP-STAT refused. Refused, naming the public-bounds arguments, when even this slice
           would take more than half of the rows.
@@ -118,32 +117,16 @@ class HolderSGDEstimator(PrivateEstimator):
         # a relative 1e-9 below the target, so that the exactly inverted epsilon of these
         # releases never prints above it after rounding
         mu = gdp_mu(self.epsilon * (1.0 - 1e-9), self.delta)
-        if n >= int(2 * 1.05 * preprocessing_rows_needed(mu)):
+        if n >= dp_stat_minimum_rows(mu):
             share = preprocessing_share(n, mu, self.preprocess_fraction, PUBLIC_BOUNDS_HINT)
             label = rng.random(n)  # secret, data-independent assignment of records
             bounds = private_bounds_by_label(
                 X, y, label, share, mu=mu, rng=rng, ledger=ledger, fit_intercept=self.fit_intercept
             )
             return bounds, np.flatnonzero(label >= share)
-        m = quantile_slice_rows(n, d, mu, self.preprocess_fraction)
-        if 2 * m > n:
-            raise ValueError(
-                f"Too few rows: private preprocessing on a disjoint slice needs at least "
-                f"{2 * m} rows at epsilon={self.epsilon:g}, delta={self.delta:g} with {d} "
-                f"features; {n} are available. " + PUBLIC_BOUNDS_HINT
-            )
-        order = rng.permutation(n)  # secret, data-independent assignment of records
-        bounds = private_quantile_bounds(
-            X,
-            y,
-            np.sort(order[:m]),
-            mu=mu,
-            rng=rng,
-            ledger=ledger,
-            partition="preprocess",
-            fit_intercept=self.fit_intercept,
-        )
-        return bounds, np.sort(order[m:])
+        rows = self._quantile_slice(n, d, mu, rng)
+        bounds = self._quantile_bounds(X, y, rows, mu, rng, ledger, "preprocess")
+        return bounds, np.setdiff1d(np.arange(n), rows, assume_unique=True)
 
     def _schedule(self, n: int) -> tuple[int, float]:
         steps = self.steps or min(STEPS_PER_RECORD * n, MAX_DEFAULT_STEPS)

@@ -13,7 +13,6 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privopt.accounting import PrivacyLedger
 from privopt.algorithms.preprocess import LinearBounds
-from privopt.clipping import clip_factors
 from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
 from privopt.estimators._params import store_params
@@ -29,13 +28,12 @@ class FeatureMap:
     """The public (or privately estimated) map of raw features to rows of norm <= 1.
 
     Public bounds: each feature is clipped to [low, high] and divided by max(|low|, |high|)
-    (sparsity is kept: 0 stays 0). Private bounds: with ``bounds`` (private quantiles, small N)
-    each feature is centred, standardised and boxed and the row clipped to the private radius
-    (:meth:`LinearBounds.transform_block`); without, rows are centred at the private centre and
-    clipped to the private radius; then divided by it. Then a constant 1 is appended for the
-    intercept and every row is scaled to norm <= 1. Scaling a row by a positive factor does not
-    change the sign of <w, x>, so predictions are those of a linear classifier in the mapped
-    space.
+    (sparsity is kept: 0 stays 0). Private ``bounds`` (DP-STAT's centre and radius, or private
+    quantiles at small N, which also standardise and box each feature): rows are transformed
+    and clipped to the private radius (:meth:`LinearBounds.transform_block`), then divided by
+    it. Then a constant 1 is appended for the intercept and every row is scaled to norm <= 1.
+    Scaling a row by a positive factor does not change the sign of <w, x>, so predictions are
+    those of a linear classifier in the mapped space.
     """
 
     center: np.ndarray
@@ -46,18 +44,18 @@ class FeatureMap:
     source: str
     bounds: LinearBounds | None = None
 
+    def __post_init__(self) -> None:
+        if (self.low is None) == (self.bounds is None):
+            raise ValueError("A feature map needs public [low, high] ranges or private bounds.")
+
     def transform(self, X: np.ndarray) -> np.ndarray:
         X = np.asarray(X, dtype=float)
-        if self.low is not None:
+        if self.bounds is None:
             Z = np.clip(X, self.low, self.high) / self.scale
-        elif self.bounds is not None:
+        else:
             Z = np.empty_like(X)
             self.bounds.transform_block(X, Z, track_changes=False)
             Z /= self.bounds.x_radius
-        else:
-            Z = X - self.center
-            Z = Z * clip_factors(np.linalg.norm(Z, axis=1), float(self.scale))[:, None]
-            Z = Z / float(self.scale)
         if self.fit_intercept:
             Z = np.hstack([Z, np.ones((Z.shape[0], 1))])
         return unit_rows(Z)

@@ -14,10 +14,8 @@ from sklearn.utils.validation import check_is_fitted, validate_data
 from privopt._validate import check_delta_for_rows
 from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.algorithms.quantile_bounds import (
     QUANTILE_ROWS,
-    private_quantile_bounds,
     quantile_releases,
     tighten_public_bounds,
 )
@@ -26,6 +24,12 @@ from privopt.estimators._base import (
     PrivateEstimator,
     public_linear_bounds,
     weighted_rows,
+)
+from privopt.estimators._private_bounds import (
+    PUBLIC_BOUNDS_HINT,  # noqa: F401 (re-exported: its earlier home)
+    QUANTILE_RANK_BUDGET,
+    PrivateBoundsMixin,
+    quantile_slice_rows,  # noqa: F401 (re-exported: its earlier home)
 )
 from privopt.estimators._regression_methods import (
     capped_dpsgd_epsilon,
@@ -50,12 +54,6 @@ SEQUENTIAL = ("newton", "adassp", "ambssgd")
 #: methods whose public radii are tightened by private quantiles (AdaSSP keeps Wang's public
 #: bounds as given, the form its audits and comparisons use)
 TIGHTENED = ("newton", "ambssgd")
-#: each budget unit of the private preprocessing gets m * mu_each >= this (m rows, GDP
-#: mu_each): at N = 2,000, epsilon = 1 the quartiles of CCPP's features are then within a few
-#: percent (measured), and a release fails (a value far outside the data) in under 1% of
-#: draws. 45 (60 when there were 3 d + 4 units, all quantiles): the 7 d + 6 units now include
-#: 3 d + 2 units of Gaussian counts, and 2,000 rows with d = 10 still fit at epsilon = 1
-QUANTILE_RANK_BUDGET = 45.0
 #: the preprocessing share of mu^2 never exceeds this; refusal when more would be needed
 MAX_PREPROCESS_SHARE = 0.3
 MAX_SHARE_NEEDED = 1.0
@@ -69,23 +67,9 @@ MIN_TIGHTEN_ROWS = 500
 AMBSSGD_MOMENT_SHARE = 0.1
 #: uniforms drawn per call when replaying the N secret row labels of earlier versions
 _UNIFORM_BLOCK = 1 << 20
-PUBLIC_BOUNDS_HINT = (
-    "Give public bounds to skip private preprocessing: feature_bounds= and target_bounds= in "
-    "Python, --bounds FILE with privopt fit."
-)
 
 
-def quantile_slice_rows(n: int, d: int, mu: float, fraction: float) -> int:
-    """Rows m of a disjoint secret slice for :func:`private_quantile_bounds` at the full budget
-    mu (parallel composition with the fit on the other rows): enough for QUANTILE_RANK_BUDGET
-    ranks of resolution per release (m mu / sqrt(7 d + 6) >= QUANTILE_RANK_BUDGET), at least
-    ``fraction`` N, at most QUANTILE_ROWS. Public quantities only; the caller refuses when
-    2 m > N."""
-    needed = math.ceil(QUANTILE_RANK_BUDGET * math.sqrt(quantile_releases(d)) / mu)
-    return min(max(needed, int(fraction * n)), QUANTILE_ROWS)
-
-
-class DPLinearRegression(RegressorMixin, PrivateEstimator):
+class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     """Differentially private linear regression, (epsilon, delta)-DP end to end.
 
     Every release derived from the training data is recorded in a privacy ledger; the report is
@@ -327,10 +311,11 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             return bounds, mu * math.sqrt(1.0 - share), none
         # methods that calibrate themselves (Poisson DP-SGD's PLD, shuffling, the tree):
         # quantiles on a disjoint secret slice at the full budget (parallel composition)
-        m = self._slice_rows(n, d, mu)
-        excluded = np.sort(rng.permutation(n)[:m]).astype(np.int64)
+        excluded = self._quantile_slice(n, d, mu, rng)
         Xs, ys = take(excluded)
-        bounds = self._quantile_bounds(Xs, ys, np.arange(m), mu, rng, ledger, "preprocess")
+        bounds = self._quantile_bounds(
+            Xs, ys, np.arange(excluded.size), mu, rng, ledger, "preprocess"
+        )
         return bounds, mu, excluded
 
     def _relation(self, method: str) -> str:
@@ -344,13 +329,6 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
                 "(newton, adassp, ambssgd, ssgd, ftrl-sigma)."
             )
         return self.neighbouring
-
-    def _refuse(self, n: int, needed: int, what: str) -> None:
-        raise ValueError(
-            f"Too few rows: {what} needs at least {needed} rows at epsilon={self.epsilon:g}, "
-            f"delta={self.delta:g} with {self.n_features_in_} features; {n} are available. "
-            + PUBLIC_BOUNDS_HINT
-        )
 
     def _preprocessing_share(self, m: int, d: int, mu: float) -> float:
         """Share of mu^2 for the private quantiles on m rows: enough for QUANTILE_RANK_BUDGET
@@ -368,25 +346,6 @@ class DPLinearRegression(RegressorMixin, PrivateEstimator):
             needed = math.ceil(QUANTILE_RANK_BUDGET * math.sqrt(k / MAX_SHARE_NEEDED) / mu)
             self._refuse(m, needed, "private preprocessing (no public bounds given)")
         return min(max(share, self.preprocess_fraction), MAX_PREPROCESS_SHARE)
-
-    def _slice_rows(self, n: int, d: int, mu: float) -> int:
-        """Rows of the disjoint preprocessing slice (at the full budget), at most half of N."""
-        m = quantile_slice_rows(n, d, mu, self.preprocess_fraction)
-        if 2 * m > n:
-            self._refuse(n, 2 * m, "private preprocessing on a disjoint slice")
-        return m
-
-    def _quantile_bounds(self, X, y, rows, mu, rng, ledger, partition) -> LinearBounds:
-        return private_quantile_bounds(
-            X,
-            y,
-            rows,
-            mu=mu,
-            rng=rng,
-            ledger=ledger,
-            partition=partition,
-            fit_intercept=self.fit_intercept,
-        )
 
     def _run(self, method, Z, t, bounds, mu, epsilon, rng, ledger, n_public):
         if method == "newton":
