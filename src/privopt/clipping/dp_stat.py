@@ -35,7 +35,20 @@ import numpy as np
 from privopt._validate import check_count, check_nonnegative, check_positive, check_probability
 from privopt.noise.rng import gaussian_noise
 
-__all__ = ["DPStatResult", "check_margin", "dp_stat", "dp_stat_margin"]
+__all__ = ["DPStatResult", "check_margin", "dp_stat", "dp_stat_grid", "dp_stat_margin"]
+
+
+def dp_stat_grid(domain: float, queries: int) -> tuple[np.ndarray, float]:
+    """(the K query thresholds ``Delta 2^i``, i < K, and the output when no query stops,
+    ``Delta 2^K``), Delta = B / 2^K by ``ldexp`` (no overflow of 2^K), then doubling (exact in
+    floating point). Public: DP-STAT's outputs are this finite set, which lets the Dask
+    rounds compute every count in one pass (:mod:`privopt.distributed.round_statistics`)."""
+    gamma = math.ldexp(domain, -queries)
+    grid = []
+    for _ in range(queries):
+        grid.append(gamma)
+        gamma *= 2.0
+    return np.asarray(grid, dtype=float), gamma
 
 
 def dp_stat_margin(noise_multiplier: float, queries: int, failure_prob: float = 1e-3) -> float:
@@ -122,15 +135,14 @@ def dp_stat(
     s = float(values.size) if target is None else check_positive("target", target)
     count_std = alpha * math.sqrt(queries)
     sorted_values = np.sort(values)
-    gamma = math.ldexp(domain, -queries)  # Delta = B / 2^K without overflowing 2^K
-    if gamma == 0.0:
+    grid, last = dp_stat_grid(domain, queries)
+    if grid[0] == 0.0:
         raise ValueError(
             f"DP-STAT resolution domain / 2^queries underflows to 0 (domain={domain:g}, "
             f"queries={queries}); use fewer queries or a larger domain."
         )
-    for i in range(queries):
+    for i, gamma in enumerate(grid.tolist()):
         count = int(np.searchsorted(sorted_values, gamma, side="right"))
         if count + gaussian_noise(rng, count_std) >= s - slack:
             return DPStatResult(gamma, queries, i + 1, count_std, slack)
-        gamma *= 2.0
-    return DPStatResult(gamma, queries, queries, count_std, slack)
+    return DPStatResult(last, queries, queries, count_std, slack)

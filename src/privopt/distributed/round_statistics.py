@@ -44,7 +44,6 @@ when its round reads it; nothing in them is released.
 
 from __future__ import annotations
 
-import math
 import os
 import shutil
 import tempfile
@@ -54,6 +53,7 @@ import numpy as np
 
 from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import clip_factors, row_norms
+from privopt.clipping.dp_stat import dp_stat_grid
 
 __all__ = [
     "UNUSED",
@@ -65,18 +65,6 @@ __all__ = [
     "spill_rounds",
     "spilled_round_statistics",
 ]
-
-
-def dp_stat_grid(domain: float, queries: int) -> tuple[np.ndarray, float]:
-    """(the K query thresholds ``Delta 2^i``, i < K, and the no-stop output ``Delta 2^K``),
-    computed as :func:`~privopt.clipping.dp_stat.dp_stat` computes them (``ldexp``, then
-    doubling: exact in floating point)."""
-    gamma = math.ldexp(domain, -queries)
-    grid = []
-    for _ in range(queries):
-        grid.append(gamma)
-        gamma *= 2.0
-    return np.asarray(grid, dtype=float), gamma
 
 
 def candidate_clips(domain: float, queries: int, scale: float) -> np.ndarray:
