@@ -64,13 +64,24 @@ def test_guarantee_composition_is_basic_or_better():
         budget.reserve(ApproxDPEvent(0.5, 1e-7), neighbouring="replace-one", guarantee=(0.5, 1e-7))
 
 
-def test_relations_that_do_not_imply_the_budget_are_refused():
+def test_relations_that_do_not_imply_the_budget_are_refused_or_converted():
+    # issue 26: zero-out on a replace-one budget is converted (group privacy of size 2)
     budget = PrivacyBudget(5.0, DELTA, neighbouring="replace-one")
-    with pytest.raises(ValueError, match="do not imply"):
-        budget.charge([PoissonSampledGaussianEvent(1.0, 0.01, 10)], neighbouring="zero-out")
+    budget.charge([PoissonSampledGaussianEvent(1.0, 0.01, 10)], neighbouring="zero-out")
+    assert 0 < budget.spent.epsilon < 5.0
     zero_out = PrivacyBudget(5.0, DELTA)  # replace-one analyses bound zero-out
     zero_out.charge([GaussianEvent(1.0, 5.0)], neighbouring="replace-one")
     assert zero_out.spent.epsilon > 0
+    for budget_relation, charged in [
+        ("replace-one", "add-remove"),
+        ("zero-out", "add-remove"),
+        ("add-remove", "zero-out"),
+        ("add-remove", "replace-one"),
+    ]:
+        other = PrivacyBudget(5.0, DELTA, neighbouring=budget_relation)
+        with pytest.raises(ValueError, match="do not imply"):
+            other.charge([GaussianEvent(1.0, 5.0)], neighbouring=charged)
+        assert other.charges == ()
 
 
 @pytest.mark.parametrize("bad", [dict(epsilon=-1.0), dict(epsilon=math.inf), dict(delta=0.0)])

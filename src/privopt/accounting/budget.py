@@ -6,7 +6,8 @@ data it asks :meth:`PrivacyBudget.reserve` (or :meth:`PrivacyBudget.charge` for 
 list); the reservation is refused with :class:`BudgetExceededError`, and nothing is recorded,
 when the composition of what was spent and what is planned would exceed ``epsilon`` at the
 budget's ``delta``. After the fit the reservation is completed with the fit's own ledger, so the
-spend is composed from the events that ran.
+spend is composed from the events that ran; a fit refused for a public reason before it read any
+data value gives its reservation back with :meth:`Reservation.release`.
 
 How the spend is composed (every bound below is a valid upper bound on the privacy loss of
 everything charged, so their minimum is one too, "the tightest valid"):
@@ -24,13 +25,38 @@ everything charged, so their minimum is one too, "the tightest valid"):
   distribution composition (``dp_accounting``, pessimistic) and basic composition
   (``sum epsilon_i`` when ``sum delta_i <= delta``).
 * **Certified** (C): the bound under which the last charge was accepted; later computations never
-  raise the spend above it.
+  raise the spend above it. It stays valid only while every completed fit honoured its plan
+  (its ledger's epsilon at the planned delta within the planned epsilon, in a relation that
+  implies the planned one); a completion that did not honour it withdraws (C), so the spend is
+  then (A)/(G) of what ran, which may exceed ``epsilon``: it is reported, never hidden.
+
+Spends past the float range are ``inf`` (a bound that overflows is no bound), never an
+exception: ``inf`` is refused by :meth:`PrivacyBudget.reserve` like any spend above the budget.
 
 Neighbouring relations: a budget states one (default ``"zero-out"``, the relation of Poisson
-DP-SGD). A charge analysed under the same relation, or under replace-one when the budget is
-zero-out (a zero-out neighbour replaces a record by the null record, which every privopt
-analysis admits as a record of the clipped domain), is accepted; any other is refused before the
-fit runs.
+DP-SGD). A charge is accepted and converted to the budget's relation by
+:func:`convert_events` / :func:`convert_guarantee`:
+
+* the same relation, or replace-one on a zero-out budget: as is (a zero-out neighbour replaces a
+  record by the null record, which every privopt analysis admits as a record of the clipped
+  domain, so it is one particular replacement);
+* zero-out on a replace-one budget: converted by **group privacy of size 2**. Replace-one
+  neighbours D, D' differ in one record x -> x'; D -> D0 (x zeroed) -> D' is a chain of two
+  zero-out steps. Hence an (epsilon, delta) zero-out guarantee is (2 epsilon, (1 + e^epsilon)
+  delta) under replace-one (Dwork & Roth 2014, Theorem 2.2, with group size 2), a mu-GDP one is
+  2 mu-GDP (Dong, Roth & Su 2022, Theorem 2.14), and a Gaussian release of l2 sensitivity s is a
+  Gaussian release of sensitivity 2 s (triangle inequality, exact for Gaussians);
+* add-remove only on an add-remove budget; any other pair is refused with ``ValueError``.
+
+Concurrency: every check-and-spend (:meth:`PrivacyBudget.reserve`, :meth:`PrivacyBudget.charge`,
+:meth:`Reservation.complete`, :meth:`Reservation.release`) and every read of the charges
+(:attr:`PrivacyBudget.spent`, :attr:`PrivacyBudget.charges`) holds the budget's re-entrant lock,
+so threads sharing one budget (joblib's threading backend, a service answering requests) can
+never both be accepted when only one fits, and ``spent`` is the composition of what was
+accepted. Across processes nothing can be shared by a lock, so a budget refuses to be pickled
+(a copy in another process would be a second, independent allowance: each worker would spend it
+in full). Within a process, ``copy.copy`` and ``copy.deepcopy`` return the budget itself, so a
+cloned estimator (``sklearn.base.clone``, cross-validation, searches) draws from the same one.
 
 Refitting charges again: a budget never assumes two fits are the same release.
 
@@ -49,11 +75,18 @@ from __future__ import annotations
 
 import itertools
 import math
+import threading
 from collections.abc import Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from privopt._validate import check_positive, check_probability
-from privopt.accounting.events import ApproxDPEvent, Neighbouring, PrivacyEvent
+from privopt.accounting.events import (
+    ApproxDPEvent,
+    GaussianEvent,
+    Neighbouring,
+    PrivacyEvent,
+    SamplingFailureEvent,
+)
 from privopt.accounting.ledger import LedgerEntry, PrivacyLedger
 
 __all__ = [
@@ -62,6 +95,8 @@ __all__ = [
     "Reservation",
     "Spend",
     "compose_guarantees",
+    "convert_events",
+    "convert_guarantee",
     "planned_guarantee",
 ]
 
@@ -69,6 +104,11 @@ __all__ = [
 MAX_GROUP_COMBINATIONS = 256
 #: Value discretisation of the PLD composition of (epsilon_i, delta_i) guarantees.
 GUARANTEE_PLD_DISCRETIZATION = 1e-4
+#: Share of the budget's delta that a group converted by its own curve (:func:`convert_events`
+#: with ``delta``) may use, so that two such charges still compose at the budget's delta.
+GROUP_CONVERSION_DELTA_SHARE = 0.5
+#: Safety factors tried, in order, when a group's curve is converted (see :func:`convert_events`).
+_CONVERSION_FACTORS = (1.05, 1.2, 2.0, 10.0, 1e3)
 
 
 class BudgetExceededError(RuntimeError):
@@ -86,23 +126,191 @@ class Spend:
 Group = tuple[PrivacyEvent, ...]
 
 
-@dataclass
+@dataclass(frozen=True)
+class _Unbounded(PrivacyEvent):
+    """A converted group with no finite (epsilon, delta) claim at the budget's delta."""
+
+    reason: str = "no finite bound"
+    label: str = "unbounded after conversion"
+    mechanism = "unbounded"
+
+
+# -- converting between neighbouring relations -------------------------------------------------
+def _implies(relation: Neighbouring, target: Neighbouring) -> bool:
+    """Whether a guarantee under ``relation`` is, as it stands, one under ``target``."""
+    return relation is target or (
+        relation is Neighbouring.REPLACE_ONE and target is Neighbouring.ZERO_OUT
+    )
+
+
+def _convertible(source: Neighbouring, target: Neighbouring) -> bool:
+    return _implies(source, target) or (
+        source is Neighbouring.ZERO_OUT and target is Neighbouring.REPLACE_ONE
+    )
+
+
+def _refuse_relation(source: Neighbouring, target: Neighbouring, label: str) -> ValueError:
+    return ValueError(
+        f"{label} is accounted under {source.value!r} neighbours, which do not imply a "
+        f"{target.value!r} guarantee (add-remove converts only to itself)."
+    )
+
+
+def _group_delta(epsilon: float, delta: float) -> float:
+    """(1 + e^epsilon) delta, the delta of group privacy of size 2 (inf past the float range)."""
+    if epsilon > 700.0:
+        return math.inf
+    return (1.0 + math.exp(epsilon)) * delta
+
+
+def convert_guarantee(
+    epsilon: float,
+    delta: float,
+    from_relation: Neighbouring | str,
+    to_relation: Neighbouring | str,
+) -> tuple[float, float] | None:
+    """An (epsilon, delta) guarantee under ``from_relation`` restated under ``to_relation``.
+
+    Zero-out to replace-one is group privacy of size 2: replace-one neighbours D, D' (x -> x')
+    are joined by D -> D0 -> D' (x zeroed, then x' put in), two zero-out steps, so for every
+    event S, P[M(D) in S] <= e^eps (e^eps P[M(D') in S] + delta) + delta, i.e.
+    (2 epsilon, (1 + e^epsilon) delta) (Dwork & Roth 2014, Theorem 2.2 and its (epsilon, delta)
+    remark, here with the exact chain). Replace-one to zero-out and a relation to itself: as is.
+    Returns None when the converted delta is not below 1 (no guarantee is left); raises
+    ``ValueError`` for a pair that does not convert (add-remove with another relation).
+    """
+    source, target = Neighbouring.parse(from_relation), Neighbouring.parse(to_relation)
+    epsilon = check_positive("epsilon", epsilon, allow_inf=True)
+    delta = check_probability("delta", delta)
+    if _implies(source, target):
+        return epsilon, delta
+    if not _convertible(source, target):
+        raise _refuse_relation(source, target, "the guarantee")
+    converted = _group_delta(epsilon, delta)
+    if not converted < 1.0:
+        return None
+    return 2.0 * epsilon, converted
+
+
+def convert_events(
+    events: Iterable[PrivacyEvent],
+    from_relation: Neighbouring | str,
+    to_relation: Neighbouring | str,
+    *,
+    delta: float | None = None,
+) -> tuple[PrivacyEvent, ...]:
+    """Events of ONE mechanism (their adaptive composition) restated under ``to_relation``.
+
+    * Same relation, or replace-one to zero-out: the events as they are (a zero-out neighbour is
+      one particular replacement: the null record is a record of the clipped domain).
+    * Zero-out to replace-one, every event convertible on its own (group privacy of size 2,
+      each release conditioned on the previous outputs, then adaptive composition):
+
+      - :class:`GaussianEvent` of l2 sensitivity s: the same Gaussian of sensitivity 2 s, since
+        ||f(D) - f(D')|| <= ||f(D) - f(D0)|| + ||f(D0) - f(D')|| <= 2 s; exact: mu-GDP under
+        zero-out is 2 mu-GDP under replace-one (Dong, Roth & Su 2022, group privacy, Thm 2.14);
+      - :class:`ApproxDPEvent` (epsilon, delta) per release: (2 epsilon, (1 + e^epsilon)
+        delta) per release (:func:`convert_guarantee`);
+      - :class:`SamplingFailureEvent`: as is (a data-independent event has the same probability
+        under every relation; on its complement the other events are converted as above).
+
+    * Zero-out to replace-one with any other event (Poisson-sampled or shuffled Gaussians,
+      closed-form RDP, ...): the whole mechanism is converted through its own curve. With
+      eps_L(d) its epsilon at d under zero-out (the ledger's ``auto`` accountant), it is
+      (eps_L(d), d)-DP for every d, hence (2 eps_L(d), (1 + e^eps_L(d)) d)-DP under
+      replace-one. ``delta`` is required: d is the largest of a few candidates
+      d = delta / ((1 + e^eps_L(delta / 2)) f) for which (1 + e^eps_L(d)) d <= delta, and the
+      result is one :class:`ApproxDPEvent` (2 eps_L(d), (1 + e^eps_L(d)) d).
+
+    Raises ``ValueError`` for a pair of relations that does not convert (add-remove with
+    another), when ``delta`` is needed and missing, or when no finite bound results.
+    """
+    source, target = Neighbouring.parse(from_relation), Neighbouring.parse(to_relation)
+    events = tuple(events)
+    if not all(isinstance(e, PrivacyEvent) for e in events):
+        raise TypeError("Expected PrivacyEvents to convert.")
+    if _implies(source, target):
+        return events
+    if not _convertible(source, target):
+        raise _refuse_relation(source, target, "the events")
+    if all(isinstance(e, (GaussianEvent, ApproxDPEvent, SamplingFailureEvent)) for e in events):
+        return tuple(_double(e) for e in events)
+    if delta is None:
+        raise ValueError(
+            "Converting these events to replace-one needs the delta of the converted "
+            "guarantee (pass delta=...)."
+        )
+    return (_convert_by_curve(events, source, check_probability("delta", delta)),)
+
+
+def _double(event: PrivacyEvent) -> PrivacyEvent:
+    """One event converted from zero-out to replace-one on its own (see convert_events)."""
+    if isinstance(event, GaussianEvent):
+        return GaussianEvent(2.0 * event.sensitivity, event.std, event.count, label=event.label)
+    if isinstance(event, ApproxDPEvent):
+        converted = _group_delta(event.epsilon, event.delta)
+        if not converted < 1.0:
+            raise ValueError(
+                f"({event.epsilon:g}, {event.delta:g})-DP under zero-out leaves no replace-one "
+                f"guarantee: (1 + e^epsilon) delta = {converted:g} is not below 1."
+            )
+        return ApproxDPEvent(2.0 * event.epsilon, converted, event.count, label=event.label)
+    return event  # a SamplingFailureEvent
+
+
+def _convert_by_curve(
+    events: Sequence[PrivacyEvent], source: Neighbouring, delta: float
+) -> ApproxDPEvent:
+    """(2 eps_L(d), (1 + e^eps_L(d)) d) with (1 + e^eps_L(d)) d <= delta (convert_events)."""
+    ledger = _CompositionLedger(source)
+    for event in events:
+        ledger.record(event)
+
+    def eps_at(d: float) -> float:
+        try:
+            return float(ledger.epsilon(d))
+        except (ValueError, OverflowError):
+            return math.inf
+
+    first = eps_at(delta / 2.0)  # any valid d is <= delta / 2, so eps_L(d) >= first
+    if not math.isfinite(first):
+        raise ValueError("The events have no finite epsilon under zero-out at this delta.")
+    for factor in _CONVERSION_FACTORS:
+        d = delta / (_group_delta(first, 1.0) * factor)
+        eps = eps_at(d)
+        converted = _group_delta(eps, d)
+        if math.isfinite(eps) and converted <= delta:
+            return ApproxDPEvent(
+                max(2.0 * eps, 1e-12), converted, label="zero-out fit converted to replace-one"
+            )
+    raise ValueError("The events' zero-out curve gives no replace-one bound at this delta.")
+
+
+@dataclass(eq=False)
 class _Charge:
     label: str
+    #: the relation the charge was stated in (its groups and guarantee are converted)
     relation: Neighbouring
-    #: the groups a record can meet (one per partition, shared events in each)
+    #: the groups a record can meet (one per partition, shared events in each), converted to
+    #: the budget's relation
     groups: tuple[Group, ...]
-    #: an (epsilon, delta) the charge is known to satisfy, or None
+    #: an (epsilon, delta) the charge is known to satisfy, converted, or None
     guarantee: tuple[float, float] | None
+    #: the guarantee as stated, in ``relation`` (what a completed fit must honour)
+    stated: tuple[float, float] | None = None
+    #: whether the planned events are implied by the stated guarantee (one ApproxDPEvent at
+    #: least as large), so that honouring the guarantee honours the plan
+    plan_implied: bool = False
     pending: bool = False
 
 
-@dataclass
+@dataclass(eq=False)
 class Reservation:
     """A planned fit's charge, held until :meth:`complete` replaces it by the fit's events.
 
     A reservation that is never completed (the fit raised) keeps its planned charge: a failure
-    after the data was touched may itself depend on the data.
+    after the data was touched may itself depend on the data. A fit refused for a public reason
+    before it read any data value gives the reservation back with :meth:`release`.
     """
 
     budget: PrivacyBudget
@@ -111,24 +319,67 @@ class Reservation:
     def complete(self, ledgers: Sequence[PrivacyLedger]) -> None:
         """Replace the planned charge by the groups of the fit's ledger(s).
 
-        The planned guarantee is kept for composition (G) only if every ledger honours it
-        (epsilon at the planned delta no larger than planned); otherwise it is dropped.
+        Each ledger's events are converted to the budget's relation (module notes). The planned
+        guarantee is kept for composition (G) only if every ledger honours it: analysed under a
+        relation that implies the one it was stated in, with epsilon at the planned delta no
+        larger than planned. Otherwise it is dropped, and so is the certified bound (C) unless
+        the plan was the guarantee itself. Raises ``RuntimeError`` if the reservation was
+        already completed or released.
         """
-        if not self._charge.pending:
-            raise RuntimeError("This reservation was already completed.")
-        if not ledgers:
-            self._charge.pending = False
-            return
-        for ledger in ledgers:
-            self.budget._check_relation(ledger.neighbouring, self._charge.label)
-        per_fit = [_groups(ledger.entries) for ledger in ledgers]
-        self._charge.groups = _combine(per_fit)
-        if self._charge.guarantee is not None:
-            eps, delta = self._charge.guarantee
-            if any(ledger.epsilon(delta) > eps * (1.0 + 1e-6) for ledger in ledgers):
-                self._charge.guarantee = None
-        self._charge.pending = False
-        self.budget._version += 1
+        budget, charge = self.budget, self._charge
+        ledgers = list(ledgers)
+        groups = None
+        honoured = False
+        if ledgers:
+            for ledger in ledgers:
+                if not _convertible(ledger.neighbouring, budget.neighbouring):
+                    raise _refuse_relation(ledger.neighbouring, budget.neighbouring, charge.label)
+            per_fit = [
+                tuple(budget._convert(g, ledger.neighbouring) for g in _groups(ledger.entries))
+                for ledger in ledgers
+            ]
+            groups = _combine(per_fit)
+            honoured = charge.stated is not None and all(
+                _honours(ledger, charge.relation, charge.stated) for ledger in ledgers
+            )
+        with budget._lock:
+            if not charge.pending or not budget._holds(charge):
+                raise RuntimeError("This reservation was already completed or released.")
+            if groups is not None:
+                charge.groups = groups
+                if not honoured:
+                    charge.guarantee = None
+                if not (honoured and charge.plan_implied):
+                    budget._certified = math.inf
+            charge.pending = False
+            budget._version += 1
+
+    def release(self) -> None:
+        """Remove the reservation entirely, as if it had never been made.
+
+        Only for a fit refused BEFORE it read any data value (a check on public values: sizes,
+        parameters, delta >= 1/N): a refusal after the data was touched may depend on the data,
+        and releasing it would hide a release. Raises ``RuntimeError`` if the reservation was
+        already completed or released.
+        """
+        budget, charge = self.budget, self._charge
+        with budget._lock:
+            if not charge.pending or not budget._holds(charge):
+                raise RuntimeError("This reservation was already completed or released.")
+            budget._charges = [c for c in budget._charges if c is not charge]
+            charge.pending = False
+            budget._version += 1
+
+
+def _honours(ledger: PrivacyLedger, relation: Neighbouring, stated: tuple[float, float]) -> bool:
+    """Whether the ledger proves the stated (epsilon, delta) under ``relation``."""
+    if not _implies(ledger.neighbouring, relation):
+        return False
+    epsilon, delta = stated
+    try:
+        return bool(ledger.epsilon(delta) <= epsilon * (1.0 + 1e-6))
+    except (ValueError, OverflowError):
+        return False
 
 
 class PrivacyBudget:
@@ -138,12 +389,17 @@ class PrivacyBudget:
         epsilon: the largest total epsilon, > 0.
         delta: the delta at which every spend is evaluated, in (0, 1).
         neighbouring: the relation of the total guarantee (``"zero-out"`` or ``"replace-one"``;
-            ``"add-remove"`` for events analysed under it).
+            ``"add-remove"`` for events analysed under it). Zero-out charges on a replace-one
+            budget are converted by group privacy of size 2 (module notes).
 
     Attributes:
-        spent: :class:`Spend` of everything charged (epsilon at ``delta``; 0 when nothing was).
+        spent: :class:`Spend` of everything charged (epsilon at ``delta``; 0 when nothing was;
+            ``inf`` when no finite bound is known).
         remaining: ``epsilon - spent.epsilon`` at ``delta``: an indication only, since a
             further fit is accepted when the composition, not the difference, fits.
+
+    Thread-safe (one re-entrant lock around every check-and-spend and every read of the
+    charges); not picklable, and copies are the budget itself (module notes).
     """
 
     def __init__(
@@ -154,6 +410,7 @@ class PrivacyBudget:
             raise ValueError(f"Expected epsilon to be finite, got {epsilon!r}.")
         self.delta = check_probability("delta", delta)
         self.neighbouring = Neighbouring.parse(neighbouring)
+        self._lock = threading.RLock()
         self._charges: list[_Charge] = []
         self._certified = 0.0
         self._version = 0
@@ -164,6 +421,20 @@ class PrivacyBudget:
             f"PrivacyBudget(epsilon={self.epsilon:g}, delta={self.delta:g}, "
             f"neighbouring={self.neighbouring.value!r}, spent={self.spent.epsilon:.6g})"
         )
+
+    # -- one allowance per process -------------------------------------------------------------
+    def __getstate__(self):
+        raise TypeError(
+            "A PrivacyBudget cannot be pickled: a copy in another process would spend "
+            "independently of this one; fit in threads (joblib prefer='threads') or sequentially, "
+            "and set budget=None on a model before saving it."
+        )
+
+    def __copy__(self) -> PrivacyBudget:
+        return self
+
+    def __deepcopy__(self, memo: dict) -> PrivacyBudget:
+        return self
 
     # -- charging ------------------------------------------------------------------------------
     def reserve(
@@ -178,28 +449,58 @@ class PrivacyBudget:
 
         ``planned``: events bounding the fit's privacy loss (composed sequentially), e.g. the
         fit's target as an :class:`~privopt.accounting.ApproxDPEvent`. ``guarantee``: an
-        ``(epsilon, delta)`` the fit satisfies by construction (its calibration target).
+        ``(epsilon, delta)`` the fit satisfies by construction (its calibration target). Both
+        are stated under ``neighbouring`` and converted to the budget's relation before the
+        check (zero-out on a replace-one budget: (2 epsilon, (1 + e^epsilon) delta), module
+        notes). The check and the spend are one atomic step.
         """
         events = (planned,) if isinstance(planned, PrivacyEvent) else tuple(planned)
         if not events or not all(isinstance(e, PrivacyEvent) for e in events):
             raise TypeError("Expected one or more PrivacyEvents to reserve.")
-        relation = self._check_relation(Neighbouring.parse(neighbouring), label)
+        relation = Neighbouring.parse(neighbouring)
+        if not _convertible(relation, self.neighbouring):
+            raise _refuse_relation(relation, self.neighbouring, label)
+        stated = converted = None
         if guarantee is not None:
-            guarantee = (
+            stated = (
                 check_positive("epsilon", guarantee[0]),
                 check_probability("delta", guarantee[1]),
             )
-        charge = _Charge(label, relation, (events,), guarantee, pending=True)
-        total = self._total([*self._charges, charge])
-        if total > self.epsilon:
-            raise BudgetExceededError(
-                f"{label} would bring the spend of this budget to epsilon = {total:.6g} at "
-                f"delta = {self.delta:g}, above its epsilon = {self.epsilon:g} (spent so far: "
-                f"{self.spent.epsilon:.6g}). Nothing was read or recorded."
-            )
-        self._charges.append(charge)
-        self._certified = total
-        self._version += 1
+            converted = convert_guarantee(*stated, relation, self.neighbouring)
+        plan_implied = (
+            stated is not None
+            and len(events) == 1
+            and isinstance(events[0], ApproxDPEvent)
+            and events[0].count == 1
+            and events[0].epsilon >= stated[0]
+            and events[0].delta >= stated[1]
+        )
+        charge = _Charge(
+            label,
+            relation,
+            (self._convert(events, relation),),
+            converted,
+            stated=stated,
+            plan_implied=plan_implied,
+            pending=True,
+        )
+        with self._lock:
+            total = self._total([*self._charges, charge])
+            if not total <= self.epsilon:
+                raise BudgetExceededError(
+                    f"{label} would bring the spend of this budget to epsilon = {total:.6g} at "
+                    f"delta = {self.delta:g}, above its epsilon = {self.epsilon:g} (spent so "
+                    f"far: {self.spent.epsilon:.6g}"
+                    + (
+                        f"; its {relation.value} charge counts as {self.neighbouring.value}"
+                        if relation is not self.neighbouring
+                        else ""
+                    )
+                    + "). Nothing was read or recorded."
+                )
+            self._charges.append(charge)
+            self._certified = total
+            self._version += 1
         return Reservation(self, charge)
 
     def charge(
@@ -211,35 +512,45 @@ class PrivacyBudget:
     ) -> None:
         """Charge releases whose events are known exactly in advance (e.g. a training plan's).
 
-        Raises :class:`BudgetExceededError`, recording nothing, if they do not fit.
+        Converted to the budget's relation like :meth:`reserve`; raises
+        :class:`BudgetExceededError`, recording nothing, if they do not fit.
         """
         reservation = self.reserve(tuple(events), neighbouring=neighbouring, label=label)
-        reservation._charge.pending = False
+        with self._lock:
+            reservation._charge.pending = False
 
-    def _check_relation(self, relation: Neighbouring, label: str) -> Neighbouring:
-        ok = relation is self.neighbouring or (
-            relation is Neighbouring.REPLACE_ONE and self.neighbouring is Neighbouring.ZERO_OUT
-        )
-        if not ok:
-            raise ValueError(
-                f"{label} is accounted under {relation.value!r} neighbours, which do not imply "
-                f"this budget's {self.neighbouring.value!r} guarantee."
+    def _convert(self, events: Sequence[PrivacyEvent], relation: Neighbouring) -> Group:
+        """One group of events in ``relation`` as a group under the budget's relation."""
+        try:
+            return convert_events(
+                events,
+                relation,
+                self.neighbouring,
+                delta=self.delta * GROUP_CONVERSION_DELTA_SHARE,
             )
-        return relation
+        except (ValueError, OverflowError) as error:
+            if not _convertible(relation, self.neighbouring):
+                raise
+            return (_Unbounded(str(error)),)
+
+    def _holds(self, charge: _Charge) -> bool:
+        return any(c is charge for c in self._charges)
 
     # -- the spend -----------------------------------------------------------------------------
     @property
     def charges(self) -> tuple[str, ...]:
         """Labels of the charges, in order (a pending one is marked)."""
-        return tuple(c.label + (" (planned)" if c.pending else "") for c in self._charges)
+        with self._lock:
+            return tuple(c.label + (" (planned)" if c.pending else "") for c in self._charges)
 
     @property
     def spent(self) -> Spend:
-        if not self._charges:
-            return Spend(0.0, 0.0)
-        if self._cache is None or self._cache[0] != self._version:
-            self._cache = (self._version, min(self._certified, self._total(self._charges)))
-        return Spend(self._cache[1], self.delta)
+        with self._lock:
+            if not self._charges:
+                return Spend(0.0, 0.0)
+            if self._cache is None or self._cache[0] != self._version:
+                self._cache = (self._version, min(self._certified, self._total(self._charges)))
+            return Spend(self._cache[1], self.delta)
 
     @property
     def remaining(self) -> Spend:
@@ -256,13 +567,15 @@ class PrivacyBudget:
         combos = {tuple(e for g in combo for e in g) for combo in itertools.product(*per_charge)}
         worst = 0.0
         for events in combos:
+            if any(isinstance(e, _Unbounded) for e in events):
+                return math.inf
             ledger = _CompositionLedger(self.neighbouring)
             for event in events:
                 ledger.record(event)
             try:
                 worst = max(worst, ledger.epsilon(self.delta))
-            except ValueError:  # an unsupported mix or a delta below a failure probability
-                return math.inf
+            except (ValueError, OverflowError):  # an unsupported mix, a delta below a failure
+                return math.inf  # probability, or a bound past the float range
         return worst
 
     def _guarantee_bound(self, charges: Sequence[_Charge]) -> float:
@@ -277,7 +590,9 @@ def compose_guarantees(pairs: Sequence[tuple[float, float]], delta: float) -> fl
     """epsilon at ``delta`` of mechanisms that are each (epsilon_i, delta_i)-DP (inf if none).
 
     The minimum of basic composition (when ``sum delta_i <= delta``) and the PLD composition of
-    the generic (epsilon_i, delta_i) mechanisms (``dp_accounting``, pessimistic).
+    the generic (epsilon_i, delta_i) mechanisms (``dp_accounting``, pessimistic). An epsilon_i
+    past the range of ``exp`` skips the PLD (basic composition, or inf, remains): never an
+    exception.
     """
     from dp_accounting.pld import common, privacy_loss_distribution
 
@@ -287,14 +602,17 @@ def compose_guarantees(pairs: Sequence[tuple[float, float]], delta: float) -> fl
     if sum(d for _, d in pairs) <= delta:
         best = float(sum(e for e, _ in pairs))
     if len(pairs) > 1:
-        pld = None
-        for eps, dlt in pairs:
-            one = privacy_loss_distribution.from_privacy_parameters(
-                common.DifferentialPrivacyParameters(eps, dlt),
-                value_discretization_interval=GUARANTEE_PLD_DISCRETIZATION,
-            )
-            pld = one if pld is None else pld.compose(one)
-        best = min(best, float(pld.get_epsilon_for_delta(delta)))
+        try:
+            pld = None
+            for eps, dlt in pairs:
+                one = privacy_loss_distribution.from_privacy_parameters(
+                    common.DifferentialPrivacyParameters(eps, dlt),
+                    value_discretization_interval=GUARANTEE_PLD_DISCRETIZATION,
+                )
+                pld = one if pld is None else pld.compose(one)
+            best = min(best, float(pld.get_epsilon_for_delta(delta)))
+        except (OverflowError, ValueError):  # exp(epsilon_i) past the float range
+            pass
     return best
 
 
