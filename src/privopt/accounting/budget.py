@@ -371,6 +371,22 @@ class Reservation:
             budget._version += 1
 
 
+def _conversion_note(
+    relation: Neighbouring,
+    target: Neighbouring,
+    stated: tuple[float, float] | None,
+    converted: tuple[float, float] | None,
+) -> str:
+    """The part of a refusal that says how a charge in another relation was counted."""
+    if _implies(relation, target):
+        return ""
+    note = f"; a {relation.value} charge counts double under {target.value}"
+    if stated is not None:
+        after = "no guarantee" if converted is None else f"({converted[0]:g}, {converted[1]:.3g})"
+        note += f": ({stated[0]:g}, {stated[1]:g}) becomes {after}"
+    return note
+
+
 def _honours(ledger: PrivacyLedger, relation: Neighbouring, stated: tuple[float, float]) -> bool:
     """Whether the ledger proves the stated (epsilon, delta) under ``relation``."""
     if not _implies(ledger.neighbouring, relation):
@@ -491,11 +507,7 @@ class PrivacyBudget:
                     f"{label} would bring the spend of this budget to epsilon = {total:.6g} at "
                     f"delta = {self.delta:g}, above its epsilon = {self.epsilon:g} (spent so "
                     f"far: {self.spent.epsilon:.6g}"
-                    + (
-                        f"; its {relation.value} charge counts as {self.neighbouring.value}"
-                        if relation is not self.neighbouring
-                        else ""
-                    )
+                    + _conversion_note(relation, self.neighbouring, stated, converted)
                     + "). Nothing was read or recorded."
                 )
             self._charges.append(charge)
