@@ -13,7 +13,13 @@ The noise streams themselves live in :mod:`privopt.noise.torch_streams` (noise i
 ``privopt.noise``).
 """
 
-from privopt.torch.clipping import GradientClipper, check_model, clipped_grad_sum
+from privopt.torch.clipping import (
+    GradientClipper,
+    LayoutError,
+    ModelCheck,
+    check_model,
+    clipped_grad_sum,
+)
 from privopt.torch.data import as_records
 from privopt.torch.mechanisms import MECHANISMS, build_plan
 from privopt.torch.trainer import PrivateTrainer, TrainerStep
@@ -21,6 +27,8 @@ from privopt.torch.trainer import PrivateTrainer, TrainerStep
 __all__ = [
     "MECHANISMS",
     "GradientClipper",
+    "LayoutError",
+    "ModelCheck",
     "PrivateTrainer",
     "TrainerStep",
     "as_records",

@@ -1,94 +1,143 @@
-r"""Per-example gradients of any other layer with ``torch.func`` (the fallback rule).
+r"""Per-example gradients of any module call with ``torch.func``, or a per-example loop.
 
-For a module M called on the batch with inputs ``a`` and output gradient ``g``, the gradient of
-example i with respect to M's parameters theta is the vector-Jacobian product
-``d/d theta <M_theta(a_i), g_i>``: ``torch.func.vmap(torch.func.grad(...))`` over the examples,
-with M made functional by ``torch.func.functional_call`` (the per-sample-gradient recipe of the
-PyTorch tutorials). It materialises (B, *shape) per parameter, so ``chunk_size`` bounds the
-memory. The parameters may include those of descendants that M uses without calling them
-(``nn.MultiheadAttention`` reads ``out_proj.weight`` directly).
+For a host call of module M (:mod:`privopt.torch._calls`) with inputs ``a`` and output gradient
+``g``, the gradient of example i with respect to the parameters theta that the call hosts is the
+vector-Jacobian product
 
-Tensor arguments whose first dimension is the batch size are treated as per-example; every
-other argument is shared by the examples.
+    grad_i theta = d/d theta <M_theta(a_i), g_i>,
+
+where ``a_i`` is row i of every input tensor along its probed batch dimension (shared inputs are
+passed whole) and ``g_i`` row i of every output gradient along the output's batch dimension.
+It is computed by ``torch.func.vmap(torch.func.grad(...))`` over the examples, with M made
+functional by ``torch.func.functional_call`` (tied names of a parameter are replaced together),
+``chunk_size`` examples at a time; where vmap cannot run the module, by a loop over the examples
+(one forward and backward of M on a batch of one per example). Both are exact.
+
+Checked, not assumed: each replayed output must have the call's output shape with the batch
+dimension of size 1 (a module whose output does not keep the example in its batch dimension is
+refused), and every per-example gradient has leading dimension B (never a broadcast).
 """
 
 from __future__ import annotations
 
+import warnings
+
 from torch.func import functional_call, grad, vmap
+from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import torch
+from privopt.torch._calls import LayoutError, tensor_leaves
 from privopt.torch._rule import LayerRule
 from torch import nn
 
-__all__ = ["FunctionalRule", "flatten_tensors"]
+__all__ = ["FunctionalRule", "flatten_tensors", "is_cross_example"]
 
 
 def flatten_tensors(value) -> list:
-    """The tensors of a (nested) tuple / list / dict output, in a fixed order."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, tuple | list):
-        return [t for item in value for t in flatten_tensors(item)]
-    if isinstance(value, dict):
-        return [t for key in sorted(value) for t in flatten_tensors(value[key])]
-    return []
+    """The tensors of a nested output, in the order the hooks record output gradients."""
+    return tensor_leaves(value)
 
 
 class FunctionalRule(LayerRule):
-    """Per-example gradients by ``vmap(grad(<M(a_i), g_i>))`` (see the module docstring)."""
+    """Per-example gradients by ``vmap(grad(<M(a_i), g_i>))`` or a loop (module docstring).
+
+    ``uses`` is a list of (call, output gradients) with the call's probed batch dimensions.
+    """
 
     #: examples per vmap chunk (None: all at once)
     chunk_size: int | None = 256
+    #: how the last call was computed: "vmap" or "loop"
+    method = "vmap"
 
     def per_example(self):
         if getattr(self, "_cached", None) is not None:
             return self._cached
         names = list(self.params)
         total: dict[str, torch.Tensor] = {}
-        for args, kwargs, grads in self.uses:
-            for name, value in self._one_use(names, args, kwargs, grads).items():
+        for call, grads in self.uses:
+            for name, value in self._one_use(names, call, grads).items():
+                if value.shape != (self.batch, *self.params[name].shape):
+                    raise LayoutError(
+                        f"per-example gradients of {call.label} have shape {tuple(value.shape)}, "
+                        f"not (batch, *parameter shape); privopt.torch refuses the layer."
+                    )
                 total[name] = total[name] + value if name in total else value
         self._cached = total
         return total
 
-    def _one_use(self, names, args, kwargs, grads):
-        keys = sorted(kwargs)
-        flat = list(args) + [kwargs[k] for k in keys]
-        batched = [
-            i
-            for i, x in enumerate(flat)
-            if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == self.batch
-        ]
-        pairs = [(i, g) for i, g in enumerate(grads) if g is not None]
-        module, n_args = self.module, len(args)
+    def _one_use(self, names, call, grads):
+        leaves, spec = tree_flatten((call.args, call.kwargs))
+        positions = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
+        batched = [(k, d) for k, d in zip(positions, call.in_dims, strict=True) if d is not None]
+        pairs = [(j, call.out_dims[j]) for j, g in enumerate(grads) if g is not None]
+        expected = {
+            j: tuple(1 if k == d else s for k, s in enumerate(call.outputs[j].shape))
+            for j, d in pairs
+        }
+        module = self.module
+        base = [x.detach() if isinstance(x, torch.Tensor) else x for x in leaves]
 
-        def inner(params, values, cotangents):
-            call = list(flat)
-            for i, v in zip(batched, values, strict=True):
-                call[i] = v.unsqueeze(0)
-            out = functional_call(
-                module, params, tuple(call[:n_args]), dict(zip(keys, call[n_args:], strict=True))
-            )
-            outs = flatten_tensors(out)
+        def replay(params, values, cotangents):
+            call_leaves = list(base)
+            for (k, _), v in zip(batched, values, strict=True):
+                call_leaves[k] = v
+            args, kwargs = tree_unflatten(call_leaves, spec)
+            outs = tensor_leaves(functional_call(module, params, args, kwargs))
             total = 0
-            for (i, _), g in zip(pairs, cotangents, strict=True):
-                total = total + (outs[i] * g.unsqueeze(0).to(outs[i].dtype)).sum()
+            for (j, _), g in zip(pairs, cotangents, strict=True):
+                if j >= len(outs) or tuple(outs[j].shape) != expected[j]:
+                    got = tuple(outs[j].shape) if j < len(outs) else None
+                    raise LayoutError(
+                        f"{call.label} replayed on one example returned an output of shape "
+                        f"{got}, expected {expected[j]} (the batch dimension of size 1): its "
+                        "examples do not stay in their batch dimension. Keep the batch in its "
+                        "own dimension through this module, or replace the module."
+                    )
+                total = total + (outs[j] * g.to(outs[j].dtype)).sum()
             return total
 
+        def inner(params, values, cotangents):
+            values = [v.unsqueeze(d) for (_, d), v in zip(batched, values, strict=True)]
+            cotangents = [g.unsqueeze(d) for (_, d), g in zip(pairs, cotangents, strict=True)]
+            return replay(params, values, cotangents)
+
         params = {name: self.params[name].detach() for name in names}
-        values = tuple(flat[i].detach() for i in batched)
-        cotangents = tuple(g for _, g in pairs)
+        values = tuple(base[k] for k, _ in batched)
+        cotangents = tuple(grads[j] for j, _ in pairs)
+        in_dims = (None, tuple(d for _, d in batched), tuple(d for _, d in pairs))
         try:
-            return vmap(grad(inner), in_dims=(None, 0, 0), chunk_size=self.chunk_size)(
-                params, values, cotangents
-            )
-        except Exception as exc:  # torch.func raises many types; name the layer and the cause
-            raise RuntimeError(
-                f"privopt.torch could not compute per-example gradients of "
-                f"{type(module).__name__} with torch.func ({exc}). Use layers privopt supports "
-                "(Linear, Conv1d/2d, Embedding, LayerNorm, GroupNorm) or layers that torch.func "
-                "can vmap over."
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*batching rule.*")
+                out = vmap(
+                    grad(inner), in_dims=in_dims, chunk_size=self.chunk_size, randomness="different"
+                )(params, values, cotangents)
+            self.method = "vmap"
+            return out
+        except LayoutError:
+            raise
+        except Exception:  # vmap cannot run this module: loop over the examples
+            pass
+        self.method = "loop"
+        rows: dict[str, list] = {name: [] for name in names}
+        try:
+            for i in range(self.batch):
+                ps = {n: p.clone().requires_grad_(True) for n, p in params.items()}
+                vs = [v.narrow(d, i, 1) for (_, d), v in zip(batched, values, strict=True)]
+                gs = [g.narrow(d, i, 1) for (_, d), g in zip(pairs, cotangents, strict=True)]
+                with torch.enable_grad():
+                    total = replay(ps, vs, gs)
+                    found = torch.autograd.grad(total, list(ps.values()), allow_unused=True)
+                for (n, p), gi in zip(ps.items(), found, strict=True):
+                    rows[n].append(torch.zeros_like(p) if gi is None else gi)
+        except LayoutError:
+            raise
+        except Exception as exc:  # name the layer and the cause
+            raise LayoutError(
+                f"privopt.torch could not compute per-example gradients of {call.label}, "
+                f"neither with torch.func nor by a loop over the examples ({exc}). Replace the "
+                "module by one whose examples stay independent."
             ) from exc
+        return {n: torch.stack(r) for n, r in rows.items()}
 
 
 def is_cross_example(module: nn.Module) -> str | None:
@@ -111,4 +160,6 @@ def is_cross_example(module: nn.Module) -> str | None:
         return (
             "Embedding(sparse=True): privopt.torch produces dense noisy gradients; use sparse=False"
         )
+    if isinstance(module, nn.EmbeddingBag) and module.scale_grad_by_freq:
+        return "EmbeddingBag(scale_grad_by_freq=True) scales gradients by batch-wide frequencies"
     return None

@@ -4,30 +4,39 @@ r"""The clipped sum of per-example gradients of a PyTorch model, without a per-e
 
     sum_i min(1, G / ||grad_i||) grad_i,     grad_i = d loss_i / d theta,
 
-with the norm over **all** trainable parameters (flat clipping), in four passes:
+with the norm over **all** trainable parameters (flat clipping), each parameter counted once by
+identity however many modules register it and however often the forward uses it:
 
-1. forward with hooks that keep every parameterised module's inputs and output;
-2. one backward to the module outputs only (``torch.autograd.grad``; the weight gradients of
-   the non-private backward are never formed);
-3. per layer, the squared per-example norms from (input, output gradient): ghost norms or a
-   materialised gradient, whichever is cheaper (:mod:`privopt.torch._layers`,
-   :mod:`privopt.torch._conv`), or ``torch.func`` for any other layer
-   (:mod:`privopt.torch._fallback`);
-4. c_i = min(1, G / (||grad_i|| (1 + guard))), and per parameter the contraction
-   ``sum_i c_i grad_i`` from the stored tensors (book-keeping: no second backward).
+1. forward with hooks that keep every module call's inputs and output, and a torch-function mode
+   that records where each parameter is used (:mod:`privopt.torch._calls`);
+2. the batch dimension of every tensor of every call from a probe (one more forward with the
+   first example appended, cached per layout), never from a size that happens to equal B;
+3. per parameter its host calls: the innermost calls enclosing its uses whose examples stay in
+   known batch dimensions (every use covered exactly once);
+4. one backward to the host calls' outputs only (``torch.autograd.grad``);
+5. per host, the squared per-example norms: ghost norms or a materialised gradient for Linear,
+   Conv1d/2d, Embedding, LayerNorm, GroupNorm and their subclasses that keep ``forward``
+   (:mod:`privopt.torch._layers`, :mod:`privopt.torch._conv`), ``torch.func`` or a per-example
+   loop for any other module (:mod:`privopt.torch._fallback`); a parameter with several hosts
+   sums its per-example gradients across them before the norm;
+6. c_i = min(1, G / (||grad_i|| (1 + guard))), and per parameter ``sum_i c_i grad_i`` from the
+   stored tensors (book-keeping: no second backward).
 
-Steps 3 and 4 run without autograd recording and with autocast off (each rule picks its dtypes:
-float32 norms, sums in the layer's gradient dtype), and without a host synchronisation until
-every contraction is queued (one check that all norms are finite, at the end).
+Steps 5 and 6 run without autograd recording and with autocast off (each rule picks its dtypes:
+float32 norms, sums in the layer's gradient dtype).
 
 Guarantee: example i contributes ``c_i grad_i`` with ``||c_i grad_i|| <= G``, computed from row
 i of the stored tensors only, so the l2 sensitivity of the sum is G under zero-out neighbours
 (2G under replace-one) **provided the model and the loss treat examples independently**
-(``loss_fn`` returns one loss per example, ``reduction="none"``, and no layer mixes examples).
-BatchNorm and other cross-example layers are refused. ``guard`` covers floating-point rounding:
-1e-12 in float64, 1e-5 in float32, 2^-7 when the layers compute in 16 bits (autocast). An
-example whose loss or gradient is not finite contributes zero (its c_i is 0; the sum stays
-finite). A parameter that the forward never reaches gets a zero sum.
+(``loss_fn`` returns one loss per example, ``reduction="none"``, and no layer mixes examples:
+:func:`check_model` tests this on a sample). BatchNorm and other cross-example layers are
+refused; where the batch cannot be followed through a module (merged with another dimension,
+a rank or call sequence that depends on the batch size, a parameter used outside the model),
+the call raises :class:`~privopt.torch._calls.LayoutError` (a ``ValueError``) naming the module,
+its type and the fix. ``guard`` covers floating-point rounding: 1e-12 in float64, 1e-5 in
+float32, 2^-7 when the layers compute in 16 bits (autocast). An example whose loss or gradient
+is not finite contributes zero (its c_i is 0; the sum stays finite). A parameter that the
+forward never reaches gets a zero sum; an empty batch gives zero sums.
 """
 
 from __future__ import annotations
@@ -38,34 +47,85 @@ from typing import Any
 
 import torch
 from privopt._validate import check_positive
-from privopt.torch._fallback import FunctionalRule, flatten_tensors, is_cross_example
+from privopt.torch._calls import CallRecorder, LayoutError, Layouts, batch_dims, tensor_leaves
+from privopt.torch._check import ModelCheck, check_model
+from privopt.torch._fallback import FunctionalRule
 from privopt.torch._layers import RULES
 from torch import nn
 
-__all__ = ["GradientClipper", "check_model", "clipped_grad_sum"]
+__all__ = ["GradientClipper", "LayoutError", "ModelCheck", "check_model", "clipped_grad_sum"]
 
 _GUARD = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2**-7, torch.float16: 2**-7}
 
 
-def check_model(model: nn.Module) -> None:
-    """Refuse layers that mix the examples of a batch, naming each and its fix."""
-    problems = [
-        f"{name or 'model'}: {why}"
-        for name, m in model.named_modules()
-        if (why := is_cross_example(m)) is not None
-    ]
-    if problems:
-        raise ValueError(
-            "privopt.torch needs layers that treat examples independently (per-example "
-            "gradients and their clipping rely on it): " + "; ".join(problems) + "."
+def batch_size(inputs: Any) -> int:
+    """B: the first dimension of the first input tensor (inputs are batch first)."""
+    if isinstance(inputs, nn.utils.rnn.PackedSequence) or any(
+        isinstance(x, nn.utils.rnn.PackedSequence)
+        for x in (inputs if isinstance(inputs, tuple) else ())
+    ):
+        raise LayoutError(
+            "PackedSequence inputs are not supported by privopt.torch: pass the padded "
+            "sequences batch first (nn.utils.rnn.pad_sequence(..., batch_first=True)) with "
+            "their lengths or a mask, and pack them inside the model's forward if needed."
         )
+    tensors = tensor_leaves(inputs)
+    if not tensors or tensors[0].dim() == 0:
+        raise ValueError("inputs must hold at least one tensor with the batch first.")
+    return int(tensors[0].shape[0])
+
+
+def _grown(inputs: Any, batch: int) -> Any:
+    """The inputs with their first example appended (tensors whose first size is B)."""
+
+    def grow(x):
+        if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == batch:
+            return torch.cat([x, x[:1]])
+        return x
+
+    if isinstance(inputs, tuple):
+        return tuple(grow(x) for x in inputs)
+    return grow(inputs)
+
+
+def _fast_rule(module: nn.Module):
+    """(rule, layer type) for a supported layer or a subclass that keeps its forward."""
+    for base in type(module).__mro__:
+        if base in RULES:
+            if type(module).forward is base.forward:
+                return RULES[base], base
+            return None
+    return None
+
+
+def _fast_layout(base: type, module: nn.Module, call) -> int | None:
+    """The batch dimension the fast rule can use for ``call`` (None: use the fallback)."""
+    if len(call.args) != 1 or call.kwargs or len(call.inputs) != 1 or len(call.outputs) != 1:
+        return None
+    d, e = call.in_dims[0], call.out_dims[0]
+    if not isinstance(d, int) or d != e:
+        return None
+    x = call.inputs[0]
+    if base is nn.Linear:
+        return d if d < x.dim() - 1 else None
+    if base is nn.Embedding:
+        return d
+    if base is nn.LayerNorm:
+        return d if d < x.dim() - len(module.normalized_shape) else None
+    if base is nn.GroupNorm:
+        return d if d == 0 and x.dim() >= 2 else None
+    if base in (nn.Conv1d, nn.Conv2d):
+        return d if d == 0 and x.dim() == (3 if base is nn.Conv1d else 4) else None
+    return None
 
 
 class GradientClipper:
     """Hooks on ``model`` that compute clipped per-example gradient sums (see the module).
 
     Keep one per model for a training run (hooks stay attached until :meth:`remove`); they
-    record only inside :meth:`clipped_sum`.
+    record only inside :meth:`clipped_sum`. Between calls the clipper keeps no tensor of the
+    data; it caches probed layouts (per call of each module, the tensor shapes with the batch
+    dimension abstracted), functions of the input shapes.
     """
 
     def __init__(self, model: nn.Module) -> None:
@@ -74,131 +134,231 @@ class GradientClipper:
         check_model(model)
         self.model = model
         self.names = {id(p): n for n, p in model.named_parameters() if p.requires_grad}
-        self._own: dict[str, dict[str, nn.Parameter]] = {}
-        self._modules: dict[str, nn.Module] = {}
-        self._handles = []
-        self._uses: dict[str, list] = {}
-        self._active = False
+        self._trainable = {id(p): p for n, p in model.named_parameters() if p.requires_grad}
+        self._recorder = CallRecorder(model, self._trainable)
+        self._layouts = Layouts()
         self._warned: set[str] = set()
-        for name, module in model.named_modules():
-            if not any(p.requires_grad for p in module.parameters()):
-                continue
-            self._modules[name] = module
-            own = {n: p for n, p in module.named_parameters(recurse=False) if p.requires_grad}
-            if own:
-                self._own[name] = own
-            self._handles.append(module.register_forward_hook(self._hook(name), with_kwargs=True))
-
-    def _hook(self, name: str):
-        def hook(module, args, kwargs, output):
-            if self._active:
-                tensors = [t for t in (*args, *kwargs.values()) if isinstance(t, torch.Tensor)]
-                tensors += flatten_tensors(output)
-                versions = [t._version for t in tensors]
-                self._uses.setdefault(name, []).append((args, kwargs, output, tensors, versions))
-
-        return hook
+        #: per host module, the method of the last step ("Linear rule", "torch.func", "loop")
+        self.methods: dict[str, str] = {}
 
     def remove(self) -> None:
         """Detach the hooks."""
-        for handle in self._handles:
-            handle.remove()
-        self._handles = []
+        self._recorder.remove()
 
-    # -- which module computes which parameters this step -------------------------------------
-    def _assignment(self) -> dict[str, dict[str, nn.Parameter]]:
-        units: dict[str, dict[str, nn.Parameter]] = {}
-        for name, own in self._own.items():
-            host = name
-            while host not in self._uses and host != "":
-                host = host.rpartition(".")[0]
-            if host not in self._uses:
-                self._warn_unreached(name)
+    def _forward(self, inputs):
+        return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
+
+    # -- the computation ------------------------------------------------------------------------
+    def clipped_sum(
+        self,
+        loss_fn: Callable[..., torch.Tensor],
+        inputs: Any,
+        targets: Any,
+        clip_norm: float,
+        *,
+        count_unclipped: bool = False,
+    ):
+        """(clipped sums per parameter name, the per-example losses, detached), and with
+        ``count_unclipped`` the number of examples left unclipped (a device tensor, exact and
+        un-noised: only for a caller that releases it with noise or discloses it)."""
+        clip_norm = check_positive("clip_norm", clip_norm)
+        batch = batch_size(inputs)
+        if batch == 0:
+            sums = {
+                n: torch.zeros_like(p) for n, p in self.model.named_parameters() if p.requires_grad
+            }
+            device = next(iter(self._trainable.values())).device
+            empty = torch.zeros(0, device=device)
+            return (
+                (sums, empty, torch.zeros((), dtype=torch.long))
+                if count_unclipped
+                else (sums, empty)
+            )
+        rec = self._recorder
+        try:
+            with rec.recording():
+                outputs = self._forward(inputs)
+                losses = loss_fn(outputs, targets)
+            if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (batch,):
+                raise ValueError(
+                    f"loss_fn must return one loss per example (shape ({batch},), e.g. "
+                    f"reduction='none'), got {getattr(losses, 'shape', type(losses))}."
+                )
+            sums, unclipped = self._sums(losses, clip_norm, inputs, batch)
+        finally:
+            rec.clear()
+        return (sums, losses.detach(), unclipped) if count_unclipped else (sums, losses.detach())
+
+    def _layout(self, inputs, batch: int) -> list:
+        calls = self._recorder.calls
+        if self._layouts.lookup(calls, batch):
+            return calls
+        try:
+            probed = self._recorder.probe(lambda: self._forward(_grown(inputs, batch)))
+        except LayoutError:
+            raise
+        except Exception as exc:
+            raise LayoutError(
+                "privopt.torch finds each layer's batch dimension by a second forward with the "
+                f"batch's first example appended (B + 1 = {batch + 1} examples); that forward "
+                f"failed ({type(exc).__name__}: {exc}). Make the model accept any batch size."
+            ) from exc
+        real_names = [c.name for c in calls]
+        if [c.name for c in probed] != real_names:
+            raise LayoutError(
+                "The sequence of module calls changes with the batch size (e.g. a loop over the "
+                "examples or a branch on x.shape[0]); privopt.torch cannot follow the examples "
+                "through it. Vectorise the forward over the batch."
+            )
+        for c, p in zip(calls, probed, strict=True):
+            shapes = [tuple(t.shape) for t in c.inputs + c.outputs]
+            dims = batch_dims(shapes, p.inputs + p.outputs, batch)
+            c.in_dims, c.out_dims = dims[: len(c.inputs)], dims[len(c.inputs) :]
+        self._layouts.store(calls)
+        return calls
+
+    @staticmethod
+    def _why_not(call) -> str | None:
+        """Why ``call`` cannot host per-example gradients (None: it can)."""
+        for t, d in zip(call.inputs, call.in_dims, strict=True):
+            if d == "?":
+                return f"an input of shape {tuple(t.shape)} has no single batch dimension"
+        grads = [
+            (t, d) for t, d in zip(call.outputs, call.out_dims, strict=True) if t.requires_grad
+        ]
+        if not grads:
+            return "none of its outputs carries a gradient"
+        for t, d in grads:
+            if not isinstance(d, int):
+                return f"its output of shape {tuple(t.shape)} has no single batch dimension"
+        return None
+
+    def _hosts(self, calls) -> dict[tuple, dict[str, nn.Parameter]]:
+        """(host module name, host call indices) -> {local name: parameter}."""
+        eligible: dict[int, str | None] = {}
+
+        def why(k):
+            if k not in eligible:
+                eligible[k] = self._why_not(calls[k])
+            return eligible[k]
+
+        def chain(k):
+            while k is not None:
+                yield k
+                k = calls[k].parent
+
+        per_module: dict[tuple, dict[int, nn.Parameter]] = {}
+        for pid, p in self._trainable.items():
+            where = self._recorder.uses.get(pid)
+            if not where:
+                self._warn_unreached(self.names[pid])
                 continue
-            prefix = name[len(host) + 1 :] + "." if host != name else ""
-            units.setdefault(host, {}).update({prefix + k: p for k, p in own.items()})
+            if None in where:
+                raise LayoutError(
+                    f"Parameter {self.names[pid]!r} is used outside the model's forward (e.g. in "
+                    "loss_fn); privopt.torch computes per-example gradients inside module calls "
+                    "only. Move that computation into a module of the model."
+                )
+            candidates = set()
+            for k in where:
+                host = next((j for j in chain(k) if why(j) is None), None)
+                if host is None:
+                    c = calls[k]
+                    raise LayoutError(
+                        f"privopt.torch cannot follow the examples through {c.label}: {why(k)}, "
+                        "and no enclosing module keeps them apart either. Keep the batch in its "
+                        "own dimension (e.g. not merged into x.view(B * T, D)) and the same "
+                        "model code for every batch size."
+                    )
+                candidates.add(host)
+            final = {k for k in candidates if not any(j in candidates for j in list(chain(k))[1:])}
+            by_module: dict[str, list[int]] = {}
+            for k in sorted(final):
+                by_module.setdefault(calls[k].name, []).append(k)
+            for name, ks in by_module.items():
+                per_module.setdefault((name, tuple(ks)), {})[pid] = p
+        units = {}
+        for (name, ks), params in per_module.items():
+            module = calls[ks[0]].module
+            local = {}
+            for n, q in module.named_parameters(remove_duplicate=False):
+                if id(q) in params and id(q) not in local:
+                    local[id(q)] = n
+            units[(name, ks)] = {local[pid]: p for pid, p in params.items()}
         return units
 
     def _warn_unreached(self, name: str) -> None:
         if name not in self._warned:
             self._warned.add(name)
             warnings.warn(
-                f"Parameters of {name!r} are not reached by the forward pass: they get a zero "
+                f"Parameter {name!r} is not reached by the forward pass: it gets a zero "
                 "clipped gradient (noise only).",
-                stacklevel=4,
+                stacklevel=5,
             )
 
-    # -- the computation ------------------------------------------------------------------------
-    def clipped_sum(
-        self, loss_fn: Callable[..., torch.Tensor], inputs: Any, targets: Any, clip_norm: float
-    ) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
-        """(clipped sums per parameter name, the per-example losses, detached)."""
-        clip_norm = check_positive("clip_norm", clip_norm)
-        self._uses = {}
-        self._active = True
-        try:
-            outputs = self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
-            losses = loss_fn(outputs, targets)
-        finally:
-            self._active = False
-        if not isinstance(losses, torch.Tensor) or losses.dim() != 1:
-            raise ValueError(
-                "loss_fn must return one loss per example (shape (batch,), e.g. "
-                f"reduction='none'), got {getattr(losses, 'shape', type(losses))}."
-            )
-        try:
-            sums = self._sums(losses, clip_norm)
-        finally:
-            self._uses = {}
-        return sums, losses.detach()
-
-    def _sums(self, losses: torch.Tensor, clip_norm: float) -> dict[str, torch.Tensor]:
-        batch = losses.shape[0]
-        units = self._assignment()
-        grads = self._output_grads(losses, units)
+    def _sums(self, losses: torch.Tensor, clip_norm: float, inputs, batch: int):
+        calls = self._layout(inputs, batch)
+        units = self._hosts(calls)
+        grads = self._output_grads(losses, units, calls)
         # the rules read stored tensors only: no autograd graph, and their own dtypes (autocast
         # would run the float32 norm matmuls in 16 bits)
         with torch.no_grad(), torch.autocast(losses.device.type, enabled=False):
-            return self._rules_and_sums(units, grads, batch, clip_norm)
+            rules = self._rules(units, grads, calls, batch)
+            return self._combine(rules, batch, clip_norm)
 
-    def _rules_and_sums(self, units, grads, batch: int, clip_norm: float):
-        rules = []
-        for host, params in units.items():
-            module = self._modules[host]
-            fast = RULES.get(type(module)) if set(params) <= set(self._own.get(host, {})) else None
-            uses = []
-            for (args, kwargs, *_), g in zip(self._uses[host], grads[host], strict=True):
-                if all(x is None for x in g):
+    def _rules(self, units, grads, calls, batch: int) -> list:
+        rules, self.methods = [], {}
+        for (name, ks), params in units.items():
+            module = calls[ks[0]].module
+            fast = _fast_rule(module)
+            uses, dims = [], []
+            for k in ks:
+                if all(g is None for g in grads[k]):
                     continue
-                uses.append((args, kwargs, g[0] if fast is not None else g))
-            if uses:
-                rules.append((fast or FunctionalRule)(module, uses, params, batch))
-        return self._combine(rules, batch, clip_norm)
+                uses.append(k)
+                dims.append(_fast_layout(fast[1], module, calls[k]) if fast else None)
+            if not uses:
+                continue
+            if fast and set(params) <= {"weight", "bias"} and all(d is not None for d in dims):
+                moved = [
+                    ((calls[k].inputs[0].movedim(d, 0),), {}, grads[k][0].movedim(d, 0))
+                    for k, d in zip(uses, dims, strict=True)
+                ]
+                rules.append(fast[0](module, moved, params, batch))
+                self.methods[name] = f"{fast[1].__name__} rule"
+            else:
+                rules.append(
+                    FunctionalRule(module, [(calls[k], grads[k]) for k in uses], params, batch)
+                )
+                self.methods[name] = "torch.func"
+        return rules
 
-    def _output_grads(self, losses, units) -> dict[str, list[list]]:
+    def _output_grads(self, losses, units, calls) -> dict[int, list]:
         wanted, slots = [], []
-        for host in units:
-            for k, (_, _, output, tensors, versions) in enumerate(self._uses[host]):
-                for t, v in zip(tensors, versions, strict=True):
+        for _, ks in units:
+            for k in ks:
+                c = calls[k]
+                for t, v in zip(c.inputs + c.outputs, c.versions, strict=True):
                     if t._version != v:
                         raise RuntimeError(
-                            f"An input or output of {host or 'the model'} "
-                            f"({type(self._modules[host]).__name__}) was modified in place after "
-                            "the layer ran (e.g. ReLU(inplace=True) or x += y); per-example "
+                            f"An input or output of {c.label} was modified in place after the "
+                            "layer ran (e.g. ReLU(inplace=True) or x += y); per-example "
                             "gradients need the original values: use out-of-place operations."
                         )
-                for j, t in enumerate(flatten_tensors(output)):
+                for j, t in enumerate(c.outputs):
                     if t.requires_grad:
                         wanted.append(t)
-                        slots.append((host, k, j))
-        found = torch.autograd.grad(losses.float().sum(), wanted, allow_unused=True)
-        out = {h: [[None] * len(flatten_tensors(u[2])) for u in self._uses[h]] for h in units}
-        for (host, k, j), g in zip(slots, found, strict=True):
-            out[host][k][j] = g
+                        slots.append((k, j))
+        found = (
+            torch.autograd.grad(losses.float().sum(), wanted, allow_unused=True) if wanted else ()
+        )
+        out = {k: [None] * len(calls[k].outputs) for _, ks in units for k in ks}
+        for (k, j), g in zip(slots, found, strict=True):
+            out[k][j] = g
         return out
 
-    def _combine(self, rules, batch: int, clip_norm: float) -> dict[str, torch.Tensor]:
-        params = [p for n, p in self.model.named_parameters() if p.requires_grad]
+    def _combine(self, rules, batch: int, clip_norm: float):
+        params = list(self._trainable.values())
         device = params[0].device
         norm_dtype = (
             torch.float64 if any(p.dtype == torch.float64 for p in params) else torch.float32
@@ -211,13 +371,16 @@ class GradientClipper:
         shared: dict[int, torch.Tensor] = {}
         guard = 0.0
         for rule in rules:
-            dtypes = [u[2].dtype for u in rule.uses if isinstance(u[2], torch.Tensor)]
-            guard = max([guard] + [_GUARD.get(d, 1e-5) for d in dtypes])
+            dtypes = [_grad_dtype(u) for u in rule.uses]
+            guard = max([guard] + [_GUARD.get(d, 1e-5) for d in dtypes if d is not None])
             if all(counts[id(p)] == 1 for p in rule.params.values()):
-                squared += rule.squared_norms().to(norm_dtype)
+                norms = rule.squared_norms()
+                _check_rows(norms, (batch,), rule)
+                squared += norms.to(norm_dtype)
                 continue
-            rule.shared = True  # tied parameters: per-example gradients summed across layers
+            rule.shared = True  # a parameter with several hosts: per-example gradients summed
             for local, value in rule.per_example().items():
+                _check_rows(value, (batch, *rule.params[local].shape), rule)
                 key = id(rule.params[local])
                 shared[key] = shared[key] + value if key in shared else value
         for value in shared.values():
@@ -226,9 +389,7 @@ class GradientClipper:
         norms = squared.sqrt()
         keep = torch.isfinite(norms)
         factor = torch.where(keep, (clip_norm / (norms * (1.0 + guard))).clamp(max=1.0), 0.0)
-        # examples left unclipped (factor 1), for adaptive clipping's count: a device tensor,
-        # read (one host sync) only by a trainer that releases the noisy count
-        self.last_unclipped = (keep & (factor >= 1.0)).sum()
+        unclipped = (keep & (factor >= 1.0)).sum()  # returned only when asked for
 
         def contract(mask) -> dict[str, torch.Tensor]:
             sums: dict[str, torch.Tensor] = {}
@@ -242,6 +403,7 @@ class GradientClipper:
                 else:
                     pieces = rule.clipped_sums(factor, mask)
                 for local, value in pieces.items():
+                    _check_rows(value, tuple(rule.params[local].shape), rule)
                     sums[self.names[id(rule.params[local])]] = value
             for key, value in shared.items():
                 sums[self.names[key]] = _contract(factor, value, mask)
@@ -253,11 +415,26 @@ class GradientClipper:
         sums = contract(None)
         if not bool(keep.all()):
             sums = contract(keep)
-        return {
+        out = {
             name: sums[name].to(p.dtype) if name in sums else torch.zeros_like(p)
             for name, p in self.model.named_parameters()
             if p.requires_grad
         }
+        return out, unclipped
+
+
+def _grad_dtype(use) -> torch.dtype | None:
+    g = use[2] if len(use) == 3 else next((x for x in use[1] if x is not None), None)
+    return g.dtype if isinstance(g, torch.Tensor) else None
+
+
+def _check_rows(value: torch.Tensor, shape: tuple, rule) -> None:
+    if tuple(value.shape) != tuple(shape):
+        raise LayoutError(
+            f"privopt.torch computed a per-example quantity of shape {tuple(value.shape)} for "
+            f"{type(rule.module).__name__}, expected {tuple(shape)}; refused rather than "
+            "broadcast."
+        )
 
 
 def _contract(factor: torch.Tensor, value: torch.Tensor, mask) -> torch.Tensor:
@@ -281,6 +458,10 @@ def clipped_grad_sum(
         inputs: a tensor (or a tuple of tensors, passed as ``model(*inputs)``), batch first.
         targets: passed to ``loss_fn``.
         clip_norm: G > 0.
+
+    Raises:
+        ValueError (:class:`LayoutError`): a module through which the examples cannot be
+            followed, named with its type and the fix.
 
     >>> import torch
     >>> model = torch.nn.Linear(3, 1, bias=False)
