@@ -84,8 +84,8 @@ def _command(name: str) -> None:
             typer.Option(
                 "--runs",
                 min=1,
-                help="Core paths: one-run audits pooled (default 1); estimators: fits of "
-                "d input canaries pooled (default: the method's, 4 to 256).",
+                help="Core paths: one-run audits pooled (default 1); estimators: fits "
+                "pooled (default: the audit's own).",
             ),
         ] = None,
         canaries: Annotated[
@@ -114,6 +114,8 @@ def _short(name: str) -> str:
 
     if name in CORE_AUDITS:
         return f"Audit the training core: {CORE_AUDITS[name].description}."
+    if name.startswith("estimator-"):
+        return f"Audit {name.removeprefix('estimator-')}: white-box canaries in its releases."
     method = name.removeprefix("regression-")
     return f"Audit DPLinearRegression ({method}), one-run input canaries."
 
@@ -124,6 +126,14 @@ def _description(name: str) -> str:
 
     if name in CORE_AUDITS:
         return f"the training core, {CORE_AUDITS[name].description} (white-box, one run)"
+    if name.startswith("estimator-"):
+        from privopt.audit.pipeline_canaries import PIPELINE_AUDITS
+
+        pipeline = PIPELINE_AUDITS[name.removeprefix("estimator-")]
+        return (
+            f"{pipeline.describe()} (white-box canaries in the pipeline's releases; control: "
+            f"--noise-factor {pipeline.control_factor:.3g})"
+        )
     audit = ONE_RUN_ESTIMATOR_AUDITS[ESTIMATOR_AUDIT_NAMES[name]]
     return (
         f"DPLinearRegression(method={audit.method!r}) (one-run input canaries, black box; "

@@ -6,7 +6,10 @@ mechanism, Poisson-sampled DP-SGD), calibrated by :meth:`TrainingPlan.calibrate`
 :func:`privopt.training.execute`, so the audit exercises the calibration, the loop and each
 mechanism's noise stream. Estimators (one-run input canaries, d per fit, many fits pooled,
 :mod:`privopt.audit.input_one_run`): every ``DPLinearRegression`` method end to end, black box
-(only the released coefficients are scored).
+(only the released coefficients are scored). Estimator pipelines (``estimator-NAME``,
+:mod:`privopt.audit.pipeline_canaries`): white-box canaries in every estimator's own releases
+(each regression method with and without public bounds, ``DPSGDRegressor`` and
+``DPLinearClassifier`` with gradient and output perturbation), many per fit.
 
 A planted-bug control runs the same audit with the noise scaled by ``noise_factor`` while the
 claim stays: 1/3 for the white-box audits (the selftest's bug; a halved sensitivity is the
@@ -26,12 +29,14 @@ from privopt._validate import check_count, check_positive, check_probability
 from privopt.audit.input_canaries import ESTIMATOR_AUDITS
 from privopt.audit.input_one_run import ONE_RUN_ESTIMATOR_AUDITS, audit_estimator_one_run
 from privopt.audit.one_run import audit_one_run
+from privopt.audit.pipeline_canaries import PIPELINE_AUDITS, audit_pipeline
 
 __all__ = [
     "CORE_AUDITS",
     "ESTIMATOR_AUDITS",
     "ESTIMATOR_AUDIT_NAMES",
     "ESTIMATOR_CONTROL_FACTOR",
+    "PIPELINE_AUDIT_NAMES",
     "WHITE_BOX_CONTROL_FACTOR",
     "audit_algorithm",
     "audit_names",
@@ -103,10 +108,14 @@ ESTIMATOR_AUDIT_NAMES: dict[str, str] = {
     f"regression-{method}": method for method in ONE_RUN_ESTIMATOR_AUDITS
 }
 
+#: ``privopt audit estimator-NAME``: white-box canaries inside each estimator's pipeline
+#: (:mod:`privopt.audit.pipeline_canaries`), keyed by CLI name.
+PIPELINE_AUDIT_NAMES: dict[str, str] = {f"estimator-{name}": name for name in PIPELINE_AUDITS}
+
 
 def audit_names() -> tuple[str, ...]:
     """Every name ``privopt audit`` accepts (besides ``selftest``)."""
-    return (*CORE_AUDITS, *ESTIMATOR_AUDIT_NAMES)
+    return (*CORE_AUDITS, *ESTIMATOR_AUDIT_NAMES, *PIPELINE_AUDIT_NAMES)
 
 
 def audit_algorithm(
@@ -166,6 +175,24 @@ def audit_algorithm(
         )
         details = {"guesses": one_run.guesses, "correct": one_run.correct}
         description = f"DPLinearRegression(method={audit.method!r}) end to end: {audit.note}"
+    elif name in PIPELINE_AUDIT_NAMES:
+        pipeline = PIPELINE_AUDITS[PIPELINE_AUDIT_NAMES[name]]
+        claimed, one_run = audit_pipeline(
+            pipeline,
+            epsilon=epsilon,
+            delta=delta,
+            fits=runs,
+            confidence=confidence,
+            noise_factor=factor,
+            seed=seed,
+        )
+        bound = float(one_run.epsilon_lower_bound)
+        kind = (
+            f"one-run f-DP (Mahloujifar et al. 2024), {one_run.canaries} white-box canaries "
+            "in the estimator's releases"
+        )
+        details = {"guesses": one_run.guesses, "correct": one_run.correct}
+        description = pipeline.describe()
     else:
         raise ValueError(f"Expected one of {', '.join(audit_names())} or selftest, got {name!r}.")
     return {

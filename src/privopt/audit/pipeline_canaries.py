@@ -1,0 +1,732 @@
+"""White-box canaries inside each estimator's own pipeline (issue 26, item 4).
+
+One-run auditing (Steinke, Nasr & Jagielski 2023, Theorem 3.1; the f-DP test of Mahloujifar,
+Melis & Chaudhuri 2024, :mod:`privopt.audit.one_run`) with m canaries per fit, each included by
+a fair coin, scored on the **releases** the estimator's pipeline makes (the noisy clipped sums
+or statistics, every one of which its accounting covers), not on the final model. Input
+canaries scored on the model (:mod:`privopt.audit.input_one_run`) see only what survives
+averaging, the solve and the private preprocessing: for DP-SGD-Gradient behind private quantile
+bounds a single canary was invisible even with the noise / 100.
+
+**Where the canaries enter** (monkeypatches of module functions, inside :class:`CanaryTap` only;
+no algorithm code is edited). The audit's data leave ``m`` directions of the transformed rows
+unused: their raw columns are 0 for every row, so the fit's rows ``Z`` span a subspace and the
+canary directions ``u_1..u_m`` are an orthonormal basis of (part of) its orthogonal complement,
+computed from ``Z`` by an SVD. Every other record's contribution to a linear statistic
+(``z * scalar``: gradients, ``Z^T t``, ``Z^T Z``) is orthogonal to every ``u_i``, and so are the
+other canaries', so ``<release, u_i>`` is canary i's contribution plus isotropic noise.
+
+* Training core (DP-SGD, DP-SSGD, DP-AMBSSGD, DP-FTRL-Σ, DP-SGD-Gradient):
+  :func:`privopt.training.execute` and :func:`privopt.training.iterate_rounds` are wrapped. The
+  first ``m`` rows of the fit are canary slots: their own rows are left out of every clipped
+  sum and replaced by the canary record's contribution, **computed by the fit's gradient model
+  with the step's clip** (``model.batch_gradient_sum``: an oversize record ``(u_i, -/+1e6)`` for
+  regression, ``(u_i, -/+1)`` with the hinge loss for classification, clipped to ``G_t u_i``),
+  whenever the pipeline's own schedule puts the slot in the batch. The clip source's noise is
+  the pipeline's; the release read is ``<sum + noise, u_i> / G_t``. The single-row kernel is
+  switched off for the audit (:mod:`privopt.training.kernels` computes the same iteration to
+  1e-12), so every step goes through the clip source and the gradient model.
+* AdaSSP and noisy Newton: canary rows ``(2 R u_i, +-2 T)`` are appended to the transformed rows
+  handed to :func:`~privopt.algorithms.baselines.adassp` /
+  :func:`~privopt.algorithms.newton.dp_newton`, whose own clipping brings them to ``(R u_i, +-T)``;
+  the noisy ``Z^T t``, ``Z^T Z`` and gradients are read from the release function (AdaSSP's
+  ``info``; for noisy Newton its exact statistics and its ``gaussian_noise`` draws, paired in
+  order). The estimator's blockwise Newton path is redirected to the equivalent in-memory one
+  (``run_newton``, the same releases up to summation order).
+* Output perturbation (DP-SGD-Output): a statistic canary at the release, ``+-Delta / 2`` along
+  ``u_i`` added to the SGD average before its noise (equivalently after: the noise is additive),
+  with ``Delta`` recomputed from Theorem 7's bound
+  (:func:`privopt.theory.holder_stability.uas_bound_for_loss`) and the public schedule. A real
+  record moves the average by about T / n visits where Delta allows a Chernoff count, so only a
+  canary at Delta has power; this checks the noise and calibration against the stated Delta,
+  not Delta's proof.
+
+**Neighbours.** "Out" is the null record (zero-out: no contribution) or the same record with the
+opposite target or label (replace-one: ``-G_t u_i``, the full ``2 G_t``), under the relation
+the fit's report states. Canaries that enter only some releases (the slot's original row still
+feeds the private bounds and DP-STAT's counts; the Gram is unchanged by a replace-one canary)
+are partial records: each release's shift is within its sensitivity and the releases compose,
+so the canary's privacy loss is at most the claim's.
+
+**Scores** (higher = "in"): the log-likelihood ratio of "in" against "out" from the releases,
+summed over the fit's releases, with the claimed noise (public) and unit signal at the clip:
+
+* amplified claims (Poisson or uniform sampling, shuffling: the batches are secret): per step
+  ``log(1 - q + q exp((a x - a^2/2) / s^2))`` (minus the same for the opposite canary under
+  replace-one), q the sampling rate; a shuffled pass (each record exactly once, at a secret
+  step): ``log mean_t exp((a x_t - a^2/2) / s^2)``. The participation pattern is not used;
+* other claims (the rounds of DP-AMBSSGD, DP-FTRL-Σ's one pass, full-batch statistics): the
+  Gaussian LLR with the canary's known pattern, whitened by the mechanism's noise correlation
+  (``B B^T``, :meth:`~privopt.noise.Mechanism.decoder_matrix`; the tree's for DP-FTRL-Σ). The
+  accounting of these holds for every pattern, so knowing it is allowed.
+
+The claim is the fit's reported epsilon (preprocessing and all), under the relation it reports.
+Fits are pooled (disjoint canaries, independent coins and noise), which keeps each canary's
+guarantee. The planted bug of the controls is :func:`~privopt.audit.input_one_run.scaled_noise`:
+every Gaussian draw at ``factor`` times its calibrated std (noise / 3; a halved sensitivity is
+noise / 2), the calibration and the report unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import sys
+import warnings
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+from unittest import mock
+
+import numpy as np
+from scipy.linalg import cholesky, solve_triangular
+from scipy.special import logsumexp
+
+from privopt._validate import check_count, check_positive, check_probability
+from privopt.audit.input_one_run import scaled_noise
+from privopt.audit.one_run import OneRunResult, audit_one_run
+
+__all__ = [
+    "PIPELINE_AUDITS",
+    "CanaryTap",
+    "PipelineAudit",
+    "audit_pipeline",
+    "pipeline_fit_scores",
+]
+
+#: an oversize target: the clip, not the data, sets the canary's contribution
+_BIG_TARGET = 1e6
+
+
+def canary_directions(Z: np.ndarray, wanted: int) -> np.ndarray:
+    """(p, m) orthonormal directions orthogonal to every row of ``Z``, m <= ``wanted``."""
+    Z = np.asarray(Z, dtype=float)
+    p = Z.shape[1]
+    if Z.shape[0] == 0:
+        return np.eye(p)[:, :wanted]
+    zero = np.flatnonzero(~np.any(Z, axis=0))
+    if zero.size:  # columns no row uses: the coordinate axes (a Gram entry's noise is one draw)
+        return np.eye(p)[:, zero[:wanted]]
+    _, s, vt = np.linalg.svd(Z, full_matrices=True)
+    tol = max(Z.shape) * np.finfo(float).eps * (s[0] if s.size else 0.0) * 10.0
+    rank = int(np.count_nonzero(s > tol))
+    basis = vt[rank:].T
+    return basis[:, :wanted]
+
+
+def _slot_signs(coins: np.ndarray, relation: str) -> np.ndarray:
+    """+1 for an included canary; -1 (replace-one: the opposite record) or 0 (zero-out)."""
+    return np.where(coins, 1.0, -1.0 if relation == "replace-one" else 0.0)
+
+
+def _gaussian_llr(x: np.ndarray, a: np.ndarray, var: np.ndarray, relation: str) -> np.ndarray:
+    """Per-canary LLR of mean +a against -a (replace-one) or 0 (zero-out), variance ``var``."""
+    if relation == "replace-one":
+        return 2.0 * a * x / var
+    return (a * x - 0.5 * a * a) / var
+
+
+@dataclass
+class _CoreRun:
+    """What the wrapped training loop saw of one ``execute``: public projections only."""
+
+    plan: Any
+    relation: str
+    directions: np.ndarray
+    slots: int
+    released: list[np.ndarray] = field(default_factory=list)  # <r_t, u_i> / G_t per step
+    pattern: list[np.ndarray] = field(default_factory=list)  # slots in step t's batch
+    largest: float = 0.0  # largest canary contribution / G_t (must be <= 1)
+
+
+class _CanaryRows:
+    """Proxy of :class:`~privopt.training.thresholds.RowData`: slots replaced by canaries."""
+
+    def __init__(self, inner: Any, run: _CoreRun, canaries: tuple, wanted: int) -> None:
+        self.inner, self.run, self.canaries, self.wanted = inner, run, canaries, wanted
+        self.pending: np.ndarray | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def gradient_sum(self, w, rows, clip, count):
+        rows = np.asarray(rows, dtype=np.intp).ravel()
+        fill = rows[rows >= self.wanted]  # the first `wanted` rows never contribute themselves
+        if fill.size:
+            total, fraction = self.inner.gradient_sum(w, fill, clip, int(fill.size))
+        else:
+            total, fraction = np.zeros_like(w), 0.0
+        m = self.run.slots
+        present = np.zeros(m, dtype=bool)
+        slots = rows[rows < m]
+        present[slots] = True
+        total = np.array(total, dtype=float)
+        model = self.inner.model
+        for rows_, X, y, prepared in self.canaries:
+            chosen = slots[np.isin(slots, rows_)]
+            if chosen.size:
+                part, _ = model.batch_gradient_sum(w, X, y, chosen, clip, prepared)
+                if clip:
+                    sizes = np.abs(self.run.directions.T @ part) / clip
+                    self.run.largest = max(self.run.largest, float(np.max(sizes)))
+                total = total + part
+        self.run.pattern.append(present)
+        self.pending = total
+        return total, fraction
+
+
+class _TappedSource:
+    """Proxy of a clip source: records ``<sum + noise, u_i> / G_t`` after each step's noise."""
+
+    def __init__(self, inner: Any, rows: _CanaryRows) -> None:
+        self.inner, self.rows = inner, rows
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def threshold(self, step, w, data, stat_rows):
+        return self.inner.threshold(step, w, data, stat_rows)
+
+    def noise(self, stream, clip):
+        noise = self.inner.noise(stream, clip)
+        release = self.rows.pending + noise
+        scale = float(clip) if clip else 1.0
+        self.rows.run.released.append(self.rows.run.directions.T @ release / scale)
+        return noise
+
+    def after_step(self, step, rows, fraction):
+        return self.inner.after_step(step, rows, fraction)
+
+
+class CanaryTap:
+    """Context manager: canaries ``coins`` (True = in) injected into every release path of a fit.
+
+    ``kind`` is ``"regression"`` or ``"classification"`` (how a canary record forces its
+    gradient to the clip); after the fit, :meth:`scores` gives one LLR score per canary and
+    :attr:`used` the number of canaries the fit's rows left room for.
+    """
+
+    def __init__(self, coins: np.ndarray, kind: str) -> None:
+        self.coins = np.asarray(coins, dtype=bool)
+        self.wanted = self.coins.size
+        self.kind = kind
+        self.core: list[_CoreRun] = []
+        self.evidence: list[np.ndarray] = []  # per-canary LLRs of non-core releases
+        self.used: int | None = None
+        self._stack: contextlib.ExitStack | None = None
+
+    # -- bookkeeping ---------------------------------------------------------------------------
+    def _use(self, m: int) -> int:
+        self.used = m if self.used is None else min(self.used, m)
+        return self.used
+
+    def _add(self, llr: np.ndarray) -> None:
+        self.evidence.append(np.asarray(llr, dtype=float))
+
+    def _canary_records(self, directions: np.ndarray, sign: float) -> tuple[np.ndarray, np.ndarray]:
+        """Rows ``u_i`` and targets whose clipped gradient is ``sign * G u_i``."""
+        X = np.ascontiguousarray(directions.T)
+        if self.kind == "classification":  # hinge: gradient -y z while the margin is below 1
+            return X, np.full(X.shape[0], -sign)
+        return X, np.full(X.shape[0], -sign * _BIG_TARGET)  # residual <z, w> - t ~ sign * 1e6
+
+    # -- the training core -----------------------------------------------------------------------
+    def _execute(self, original):
+        tap = self
+
+        def execute(plan, model, update, X, y, **kwargs):
+            from privopt.training.gradients import as_model
+
+            model = as_model(model)
+            ledger = kwargs["ledger"]
+            X = np.asarray(X)
+            directions = canary_directions(X[tap.wanted :], tap.wanted)
+            m = tap._use(directions.shape[1])
+            run = _CoreRun(plan, ledger.neighbouring.value, directions[:, :m], m)
+            tap.core.append(run)
+            signs = _slot_signs(tap.coins[:m], run.relation)
+            canaries = []
+            for sign in (1.0, -1.0):
+                slots = np.flatnonzero(signs == sign)
+                if slots.size:
+                    Xc, yc = tap._canary_records(run.directions, sign)
+                    canaries.append((slots, Xc, yc, model.prepare(Xc, yc)))
+            tap._pending = (run, tuple(canaries))
+            try:
+                return original(plan, model, update, X, y, **kwargs)
+            finally:
+                tap._pending = None
+
+        return execute
+
+    def _iterate_rounds(self, original):
+        tap = self
+
+        def iterate_rounds(data, schedule, steps, stream, source, *args, **kwargs):
+            pending = getattr(tap, "_pending", None)
+            if pending is None:  # a loop outside a wrapped execute (not a fit's release)
+                return original(data, schedule, steps, stream, source, *args, **kwargs)
+            run, canaries = pending
+            rows = _CanaryRows(data, run, canaries, tap.wanted)
+            return original(
+                rows, schedule, steps, stream, _TappedSource(source, rows), *args, **kwargs
+            )
+
+        return iterate_rounds
+
+    def _core_scores(self, run: _CoreRun) -> np.ndarray:
+        """Per-canary LLR of one training run (module docstring)."""
+        from privopt.accounting.events import GaussianEvent
+        from privopt.training.batching import FixedBatches, PoissonSampling
+
+        plan, m = run.plan, run.slots
+        x = np.vstack(run.released) if run.released else np.zeros((0, m))
+        s2 = (plan.noise_std / plan.clip_norm) ** 2
+        secret = plan.participation is None or not isinstance(plan.event(), GaussianEvent)
+        if secret:
+            n = plan.num_records
+            if isinstance(plan.batches, FixedBatches):  # a shuffled pass: each record once
+                up = logsumexp((x - 0.5) / s2, axis=0)
+                if run.relation == "replace-one":
+                    return up - logsumexp((-x - 0.5) / s2, axis=0)
+                return up - math.log(x.shape[0])
+            if isinstance(plan.batches, PoissonSampling):
+                q = plan.batches.sample_rate
+            else:
+                q = plan.batches.rows_per_step / n
+            low = math.log1p(-q) if q < 1 else -np.inf
+            up = np.logaddexp(low, math.log(q) + (x - 0.5) / s2).sum(axis=0)
+            if run.relation == "replace-one":
+                return up - np.logaddexp(low, math.log(q) + (-x - 0.5) / s2).sum(axis=0)
+            return up
+        g = np.vstack(run.pattern).astype(float)  # (T, m): unit signal where the slot took part
+        if plan.mechanism.name != "independent":
+            b = plan.mechanism.decoder_matrix(x.shape[0])
+            lower = cholesky(b @ b.T, lower=True)
+            g = solve_triangular(lower, g, lower=True)
+            x = solve_triangular(lower, x, lower=True)
+        gx = np.sum(g * x, axis=0) / s2
+        gg = np.sum(g * g, axis=0) / s2
+        if run.relation == "replace-one":
+            return 2.0 * gx
+        return gx - 0.5 * gg
+
+    # -- AdaSSP --------------------------------------------------------------------------------
+    def _adassp(self, original):
+        tap = self
+
+        def adassp(Z, t, *, row_bound, target_bound, ledger, **kwargs):
+            relation = ledger.neighbouring.value
+            U = canary_directions(Z, tap.wanted)
+            m = tap._use(U.shape[1])
+            U = U[:, :m]
+            signs = _slot_signs(tap.coins[:m], relation)
+            live = signs != 0
+            Zc = 2.0 * row_bound * U.T[live]  # clipped by AdaSSP to R u_i
+            tc = 2.0 * target_bound * signs[live]  # clipped to +-T
+            Z2, t2 = np.vstack([Z, Zc]), np.concatenate([t, tc])
+            w, info = original(
+                Z2, t2, row_bound=row_bound, target_bound=target_bound, ledger=ledger, **kwargs
+            )
+            R, T = row_bound, target_bound
+            x = U.T @ info["moment"]
+            tap._add(_gaussian_llr(x, np.full(m, R * T), info["moment_std"] ** 2, relation))
+            if relation == "zero-out":  # the Gram moves too: R^2 u u^T for an included canary
+                xg = np.einsum("pi,pq,qi->i", U, info["gram"], U)
+                var = info["gram_std"] ** 2 * (2.0 - np.sum(U**4, axis=0))
+                tap._add(_gaussian_llr(xg, np.full(m, R * R), var, relation))
+            return w, info
+
+        return adassp
+
+    # -- noisy Newton --------------------------------------------------------------------------
+    def _newton(self, original_newton, newton_module):
+        tap = self
+
+        def dp_newton(Z, t, *, row_bound, target_bound, ledger, **kwargs):
+            relation = ledger.neighbouring.value
+            U = canary_directions(Z, tap.wanted)
+            m = tap._use(U.shape[1])
+            U = U[:, :m]
+            signs = _slot_signs(tap.coins[:m], relation)
+            live = signs != 0
+            Zc = 2.0 * row_bound * U.T[live]
+            tc = -2.0 * target_bound * signs[live]  # residual <z, w> - t ~ sign * T: at the clip
+            record: dict[str, Any] = {"draws": [], "gradients": [], "clips": []}
+            original_draw = newton_module.gaussian_noise
+            original_release = newton_module.newton_release
+
+            def draw(rng, std, size=None):
+                out = original_draw(rng, std, size)
+                record["draws"].append((float(std), np.array(out, dtype=float)))
+                return out
+
+            class Statistics:
+                def __init__(self, inner):
+                    self.inner = inner
+
+                def __getattr__(self, name):
+                    return getattr(self.inner, name)
+
+                def clipped_gradient(self, w, rho):
+                    out = self.inner.clipped_gradient(w, rho)
+                    record["gradients"].append(np.array(out, dtype=float))
+                    record["clips"].append(float(rho))
+                    return out
+
+            def release(gram_upper, statistics, **kw):
+                record["gram"] = np.triu(np.asarray(gram_upper, dtype=float))
+                return original_release(gram_upper, Statistics(statistics), **kw)
+
+            with (
+                mock.patch.object(newton_module, "gaussian_noise", draw),
+                mock.patch.object(newton_module, "newton_release", release),
+            ):
+                w, info = original_newton(
+                    np.vstack([Z, Zc]),
+                    np.concatenate([t, tc]),
+                    row_bound=row_bound,
+                    target_bound=target_bound,
+                    ledger=ledger,
+                    **kwargs,
+                )
+            R = row_bound
+            draws = record["draws"]
+            p = Z.shape[1]
+            gram_std, gram_noise = draws[0]
+            noise = np.zeros((p, p))
+            noise[np.triu_indices(p)] = gram_noise
+            gram = record["gram"] + noise
+            gram = gram + np.triu(gram, 1).T
+            if relation == "zero-out":
+                xg = np.einsum("pi,pq,qi->i", U, gram, U)
+                var = gram_std**2 * (2.0 - np.sum(U**4, axis=0))
+                tap._add(_gaussian_llr(xg, np.full(m, R * R), var, relation))
+            for (std, noise_k), exact, rho in zip(
+                draws[1:], record["gradients"], record["clips"], strict=True
+            ):
+                x = U.T @ (exact + noise_k)
+                tap._add(_gaussian_llr(x, np.full(m, R * rho), std**2, relation))
+            return w, info
+
+        return dp_newton
+
+    # -- output perturbation -------------------------------------------------------------------
+    def _output(self, original):
+        tap = self
+
+        def dp_sgd_output(X, y, loss, **kwargs):
+            from privopt.theory.holder_stability import uas_bound_for_loss
+
+            fit = original(X, y, loss, **kwargs)
+            relation = fit.report.neighbouring
+            U = canary_directions(X, tap.wanted)
+            m = tap._use(U.shape[1])
+            U = U[:, :m]
+            n = np.asarray(X).shape[0]
+            delta_sens = uas_bound_for_loss(
+                fit.info["loss"] if isinstance(loss, str) else loss,
+                x_bound=kwargs["x_bound"],
+                y_bound=kwargs.get("y_bound"),
+                radius=kwargs.get("radius"),
+                eta=kwargs["eta"],
+                steps=kwargs["steps"],
+                n=n,
+                failure_probability=kwargs["delta"] / 2.0,
+                tight=True,
+            )
+            signs = _slot_signs(tap.coins[:m], relation)
+            shift = (delta_sens / 2.0 if relation == "replace-one" else delta_sens) * signs
+            coef = fit.coef + U @ shift
+            x = U.T @ coef
+            a = np.full(m, delta_sens / 2.0 if relation == "replace-one" else delta_sens)
+            tap._add(_gaussian_llr(x, a, fit.info["sigma"] ** 2, relation))
+            return replace(fit, coef=coef)
+
+        return dp_sgd_output
+
+    # -- context -------------------------------------------------------------------------------
+    def __enter__(self) -> CanaryTap:
+        import privopt.algorithms.baselines  # noqa: F401
+        import privopt.algorithms.newton as newton_module
+        import privopt.estimators._holder as holder
+        import privopt.estimators._regression_methods as methods
+        import privopt.estimators.linear_regression as linear_regression
+        from privopt.training import loop
+
+        stack = contextlib.ExitStack()
+        stack.__enter__()
+        self._stack = stack
+        self._pending = None
+        originals = {"execute": loop.execute, "iterate_rounds": loop.iterate_rounds}
+        wrapped = {
+            "execute": self._execute(loop.execute),
+            "iterate_rounds": self._iterate_rounds(loop.iterate_rounds),
+        }
+        for name, module in list(sys.modules.items()):
+            if not name.startswith("privopt") or module is None:
+                continue
+            for attr, original in originals.items():
+                if getattr(module, attr, None) is original:
+                    stack.enter_context(mock.patch.object(module, attr, wrapped[attr]))
+        # every step through the clip source and the gradient model (the kernel is the same
+        # iteration on floats, tested equal to 1e-12)
+        stack.enter_context(mock.patch.object(loop, "single_row_rule", lambda *a, **k: None))
+        stack.enter_context(mock.patch.object(methods, "adassp", self._adassp(methods.adassp)))
+        stack.enter_context(
+            mock.patch.object(methods, "dp_newton", self._newton(methods.dp_newton, newton_module))
+        )
+
+        def rows_in_memory(est, X, y, bounds, mu, rng, ledger, n_public):
+            Z, t = bounds.transform(X, y)
+            return methods.run_newton(est, Z, t, bounds, mu, rng, ledger, n_public)
+
+        stack.enter_context(mock.patch.object(linear_regression, "run_newton_rows", rows_in_memory))
+        stack.enter_context(
+            mock.patch.object(holder, "dp_sgd_output", self._output(holder.dp_sgd_output))
+        )
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        assert self._stack is not None
+        self._stack.__exit__(*exc)
+        self._stack = None
+
+    def scores(self) -> np.ndarray:
+        """One score per used canary: the sum of its LLRs over every tapped release."""
+        m = self.used or 0
+        total = np.zeros(m)
+        for run in self.core:
+            total += self._core_scores(run)[:m]
+        for llr in self.evidence:
+            total += llr[:m]
+        return total
+
+
+# -- audits ----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PipelineAudit:
+    """A white-box pipeline audit of one estimator configuration.
+
+    Attributes:
+        estimator: ``"regression"`` (:class:`~privopt.DPLinearRegression`), ``"sgd"``
+            (:class:`~privopt.DPSGDRegressor`) or ``"classifier"``
+            (:class:`~privopt.DPLinearClassifier`).
+        method: the regression method, or the SGD estimators' perturbation.
+        public_bounds: give public bounds (else the private-quantile path).
+        rows: N.
+        features: filler features (random values) before the canary columns.
+        canaries: canary columns (all 0 in the data): at most this many canaries per fit.
+        fits: fits pooled by default.
+        epsilon: the requested epsilon (the claim is each fit's report).
+        control_factor: the planted bug's noise factor.
+        options: further estimator parameters.
+        note: why the configuration is what it is.
+    """
+
+    estimator: str
+    method: str
+    public_bounds: bool = True
+    rows: int = 1000
+    features: int = 4
+    canaries: int = 32
+    fits: int = 4
+    epsilon: float = 2.0
+    control_factor: float = 1.0 / 3.0
+    options: dict[str, Any] = field(default_factory=dict)
+    note: str = ""
+
+    @property
+    def kind(self) -> str:
+        return "classification" if self.estimator == "classifier" else "regression"
+
+    def describe(self) -> str:
+        name = {
+            "regression": f"DPLinearRegression(method={self.method!r})",
+            "sgd": f"DPSGDRegressor(perturbation={self.method!r})",
+            "classifier": f"DPLinearClassifier(perturbation={self.method!r}, loss='hinge')",
+        }[self.estimator]
+        bounds = "public bounds" if self.public_bounds else "private-quantile bounds"
+        text = (
+            f"{name}, {bounds}, N = {self.rows}, {self.features} filler features and "
+            f"{self.canaries} canary directions, {self.fits} fits"
+        )
+        return f"{text}: {self.note}" if self.note else text
+
+
+def _data(audit: PipelineAudit, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Filler rows: ``features`` uniform columns in [-1, 1] (spread, so private quantiles are
+    well defined), then ``canaries`` zero columns; a linear target in [-1, 1] or its sign."""
+    rng = np.random.default_rng([seed, 29])
+    n, k = audit.rows, audit.features
+    X = np.zeros((n, k + audit.canaries))
+    X[:, :k] = rng.uniform(-1.0, 1.0, (n, k))
+    beta = np.linspace(1.0, -0.5, k) / k
+    y = X[:, :k] @ beta + 0.1 * rng.standard_normal(n)
+    if audit.kind == "classification":
+        return X, (y > 0).astype(int)
+    return X, np.clip(y, -1.0, 1.0)
+
+
+def _estimator(audit: PipelineAudit, epsilon: float, delta: float, seed: int) -> Any:
+    from privopt.estimators import DPLinearClassifier, DPLinearRegression, DPSGDRegressor
+
+    d = audit.features + audit.canaries
+    common: dict[str, Any] = {"epsilon": epsilon, "delta": delta, "random_state": seed}
+    if audit.estimator == "regression":
+        bounds = (
+            {"feature_bounds": (-1.0, 1.0), "target_bounds": (-1.0, 1.0)}
+            if audit.public_bounds
+            else {}
+        )
+        return DPLinearRegression(
+            method=audit.method, fit_intercept=False, **bounds, **common, **audit.options
+        )
+    bounds = {"feature_bounds": np.tile([-1.0, 1.0], (d, 1))} if audit.public_bounds else {}
+    if audit.estimator == "sgd":
+        if audit.public_bounds:
+            bounds["target_bounds"] = (-1.0, 1.0)
+        return DPSGDRegressor(perturbation=audit.method, **bounds, **common, **audit.options)
+    est = DPLinearClassifier(perturbation=audit.method, loss="hinge", **bounds, **common)
+    if "classes" in est.get_params():
+        est.set_params(classes=[0, 1])
+    return est.set_params(**audit.options)
+
+
+@contextlib.contextmanager
+def cached_calibration() -> Iterator[None]:
+    """Within the block, noise calibrations (functions of public quantities only: a plan's
+    fields, epsilon, delta, N) are computed once per distinct input: the audits refit the same
+    configuration many times, and DP-SGD's PLD and DP-SSGD's shuffling calibrations cost 15 to
+    25 s each. Caching a public computation changes no release."""
+    import privopt.estimators._regression_methods as methods
+    from privopt.training.plan import TrainingPlan
+
+    original_calibrate = TrainingPlan.calibrate
+    original_ssgd = methods.calibrate_ssgd_noise
+    plans: dict[tuple, Any] = {}
+    alphas: dict[tuple, float] = {}
+
+    def calibrate(self, epsilon, delta, *args, **kwargs):
+        key = (repr(self), float(epsilon), float(delta), repr(args), repr(sorted(kwargs.items())))
+        if " at 0x" in key[0]:  # an object without a value repr: not safely cacheable
+            return original_calibrate(self, epsilon, delta, *args, **kwargs)
+        if key not in plans:
+            plans[key] = original_calibrate(self, epsilon, delta, *args, **kwargs)
+        return plans[key]
+
+    def ssgd(epsilon, n, delta):
+        key = (float(epsilon), int(n), float(delta))
+        if key not in alphas:
+            alphas[key] = original_ssgd(epsilon, n, delta)
+        return alphas[key]
+
+    with (
+        mock.patch.object(TrainingPlan, "calibrate", calibrate),
+        mock.patch.object(methods, "calibrate_ssgd_noise", ssgd),
+    ):
+        yield
+
+
+def pipeline_fit_scores(
+    audit: PipelineAudit,
+    *,
+    epsilon: float,
+    delta: float,
+    seed: int,
+    noise_factor: float = 1.0,
+) -> tuple[float, str, np.ndarray, np.ndarray]:
+    """One fit with canaries in its pipeline: (claimed epsilon, relation, scores, coins)."""
+    coins = np.random.default_rng([seed, 31]).random(audit.canaries) < 0.5  # canary data
+    X, y = _data(audit, seed)
+    est = _estimator(audit, epsilon, delta, seed)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # utility warnings of a data set built for canaries
+        with scaled_noise(noise_factor), CanaryTap(coins, audit.kind) as tap:
+            est.fit(X, y)
+    if not tap.used:
+        raise RuntimeError(f"No canary reached the releases of {audit}.")
+    for run in tap.core:
+        if run.largest > 1.0 + 1e-9:
+            raise RuntimeError(
+                f"A canary's clipped contribution is {run.largest:.6g} times the clip: the "
+                "pipeline's clipping does not bound a record."
+            )
+    report = est.privacy_report_
+    m = tap.used
+    return float(report.epsilon), str(report.neighbouring), tap.scores(), coins[:m]
+
+
+def audit_pipeline(
+    audit: PipelineAudit,
+    *,
+    epsilon: float | None = None,
+    delta: float = 1e-5,
+    fits: int | None = None,
+    confidence: float = 0.95,
+    noise_factor: float = 1.0,
+    seed: int = 0,
+) -> tuple[float, OneRunResult]:
+    """(claimed epsilon, one-run f-DP audit) of ``fits`` pooled fits (largest reported claim)."""
+    eps = check_positive("epsilon", audit.epsilon if epsilon is None else epsilon)
+    delta = check_probability("delta", delta)
+    runs = check_count("fits", audit.fits if fits is None else fits)
+    claimed, scores, coins, relations = 0.0, [], [], set()
+    with cached_calibration():
+        for k in range(runs):
+            c, relation, s, inc = pipeline_fit_scores(
+                audit,
+                epsilon=eps,
+                delta=delta,
+                seed=seed * 100_003 + k,
+                noise_factor=noise_factor,
+            )
+            claimed = max(claimed, c)
+            relations.add(relation)
+            scores.append(s)
+            coins.append(inc)
+    if len(relations) != 1:
+        raise RuntimeError(f"The fits report different relations: {sorted(relations)}.")
+    result = audit_one_run(
+        np.concatenate(scores), np.concatenate(coins), delta=delta, confidence=confidence
+    )
+    return claimed, result
+
+
+#: (method, public bounds) -> settings of the regression audits
+_REGRESSION: dict[str, dict[str, Any]] = {
+    "newton": {"rows": 1000, "fits": 64},
+    "adassp": {"rows": 1000, "fits": 64, "canaries": 64},
+    "ambssgd": {"rows": 60_000, "fits": 32},
+    "ssgd": {"rows": 2048, "fits": 8, "epsilon": 1.0, "control_factor": 1.0 / 30.0},
+    "dpsgd": {"rows": 1000, "fits": 16},
+    "ftrl-sigma": {"rows": 1000, "fits": 32},
+}
+
+
+def _audits() -> dict[str, PipelineAudit]:
+    out: dict[str, PipelineAudit] = {}
+    for method, extra in _REGRESSION.items():
+        for public in (True, False):
+            settings = dict(extra)
+            if not public:
+                settings["rows"] = max(settings["rows"], 4000)
+            name = f"regression-{method}" + ("" if public else "-private-bounds")
+            out[name] = PipelineAudit("regression", method, public_bounds=public, **settings)
+    for estimator in ("sgd", "classifier"):
+        label = "sgdregressor" if estimator == "sgd" else "classifier"
+        for method in ("gradient", "output"):
+            for public in (True, False):
+                name = f"{label}-{method}" + ("" if public else "-private-bounds")
+                rows = 1000 if public else 3000
+                fits = 8 if method == "gradient" else 32
+                out[name] = PipelineAudit(
+                    estimator, method, public_bounds=public, rows=rows, fits=fits
+                )
+    return out
+
+
+#: ``privopt audit estimator-NAME``: white-box pipeline audits, by name.
+PIPELINE_AUDITS: dict[str, PipelineAudit] = _audits()
