@@ -28,8 +28,17 @@ sigma, neighbouring relation), so the accountant can never disagree with what ra
   state, batch position, RNG state and ledger; a resumed run is bit-for-bit the uninterrupted
   one on the same device and software.
 
-The per-step training loss is computed from the private batch without noise: it is released
-only with ``diagnostics=True``, which warns and is recorded as a non-private release.
+**Before the first private step** the trainer runs :func:`privopt.torch.check_model` on the
+first non-empty batch (independence of the examples' losses, and the clipped sum against a
+per-example loop on a few examples); a failure raises a ``ValueError`` before anything is
+released, a pass is stated in the report (as an assumption: its outcome is computed from private
+data without noise, and a model that treats examples independently passes on every batch).
+
+The per-step training loss and the number of examples left unclipped are computed from the
+private batch without noise: they are released (``TrainerStep.loss`` / ``.unclipped``) only
+with ``diagnostics=True``, which warns and is recorded as a non-private release. Otherwise
+nothing data-dependent and un-noised stays on the trainer or its clipper after a step (with
+adaptive clipping the exact count is used only to draw the noisy count, then dropped).
 """
 
 from __future__ import annotations
@@ -58,7 +67,7 @@ from privopt.torch.checkpoint import (
     ledger_to_dict,
     plan_signature,
 )
-from privopt.torch.clipping import GradientClipper
+from privopt.torch.clipping import GradientClipper, check_model
 from privopt.torch.data import as_records
 from privopt.torch.mechanisms import build_plan
 from privopt.training import PoissonSampling, QuantileClipping, event_epsilon
@@ -83,6 +92,8 @@ class TrainerStep:
         step: steps done so far (1-based); steps: T of the plan; epoch: step / steps per epoch.
         epsilon_spent: epsilon of the steps so far (at progress points; else None).
         loss: mean loss of the step's private batch, only with ``diagnostics=True`` (else None).
+        unclipped: examples of the step's batch left unclipped, only with ``diagnostics=True``
+            (exact, un-noised; else None).
     """
 
     step: int
@@ -90,6 +101,7 @@ class TrainerStep:
     epoch: float
     epsilon_spent: float | None = None
     loss: float | None = None
+    unclipped: int | None = None
 
 
 def _keys(seed: int | None) -> tuple[int, int]:
@@ -189,12 +201,15 @@ class PrivateTrainer:
         self.diagnostics = bool(diagnostics)
         if self.diagnostics:
             warnings.warn(
-                "diagnostics=True releases the per-step loss of the private batch without "
-                "noise; it is not covered by the privacy report's guarantee.",
+                "diagnostics=True releases the per-step loss and unclipped count of the private "
+                "batch without noise; they are not covered by the privacy report's guarantee.",
                 NonPrivateDiagnosticsWarning,
                 stacklevel=2,
             )
             self.ledger.disclose("per-step mean loss of the private batch (no noise)")
+            self.ledger.disclose(
+                "per-step number of examples left unclipped in the private batch (no noise)"
+            )
         self._params = [(n, p) for n, p in model.named_parameters() if p.requires_grad]
         if not self._params:
             raise ValueError("The model has no trainable parameters.")
@@ -202,6 +217,7 @@ class PrivateTrainer:
         wide = any(p.dtype == torch.float64 for _, p in self._params)
         self._noise_dtype = torch.float64 if wide else torch.float32
         self._clipper = GradientClipper(model)
+        self._checked = False  # check_model runs on the first non-empty batch
         self.autocast = autocast
         self.progress, self.callback = bool(progress), callback
         self.log_every = log_every or self.steps_per_epoch
@@ -305,19 +321,27 @@ class PrivateTrainer:
         losses = None
         adaptive = self._adaptive
         clip = self.plan.clip_norm if adaptive is None else adaptive.clip  # kappa_t: public
-        unclipped = 0
+        unclipped = None
         if len(indices):
             inputs, targets = self.records.batch(indices, self.device)
+            if not self._checked:  # before any private step; raises on a failure
+                found = check_model(self.model, self.loss_fn, (inputs, targets))
+                self.ledger.assume(found.assumption)
+                self._checked = True
+                self.model.train()
+            count = adaptive is not None or self.diagnostics
             with self._autocast():
-                sums, losses = self._clipper.clipped_sum(self.loss_fn, inputs, targets, clip)
-            if adaptive is not None:
-                unclipped = int(self._clipper.last_unclipped)
+                sums, losses, *rest = self._clipper.clipped_sum(
+                    self.loss_fn, inputs, targets, clip, count_unclipped=count
+                )
+            if count:
+                unclipped = int(rest[0])
         else:  # an empty Poisson batch: the step releases noise only
             sums = {n: torch.zeros_like(p) for n, p in self._params}
         noise = self._stream.next()
         if adaptive is not None:  # unit-clip noise scaled back; then this step's noisy count
             noise = noise * clip
-            adaptive.observe(self.step_count, unclipped, len(indices))
+            adaptive.observe(self.step_count, unclipped or 0, len(indices))
         divisor, offset = self.plan.divisor, 0
         for name, p in self._params:
             z = noise[offset : offset + p.numel()].view(p.shape)
@@ -329,9 +353,9 @@ class PrivateTrainer:
         for _, p in self._params:
             p.grad = None
         self.step_count += 1
-        return self._report_step(losses)
+        return self._report_step(losses, unclipped if self.diagnostics else None)
 
-    def _report_step(self, losses) -> TrainerStep:
+    def _report_step(self, losses, unclipped=None) -> TrainerStep:
         t = self.step_count
         at_point = t % self.log_every == 0 or t == self.steps
         loss = None
@@ -343,6 +367,7 @@ class PrivateTrainer:
             t / self.steps_per_epoch,
             self.epsilon_spent() if (at_point and self.progress) else None,
             loss,
+            unclipped,
         )
         if self.progress and at_point:
             text = (
@@ -393,6 +418,7 @@ class PrivateTrainer:
         if self.lr_scheduler is not None and state["lr_scheduler"] is not None:
             self.lr_scheduler.load_state_dict(state["lr_scheduler"])
         self._start(int(state["batch_key"]), int(state["noise"]["key"]), int(state["step"]))
+        self._checked = int(state["step"]) > 0  # the restored ledger states the check
         self._stream.restore(state["noise"])
         if self._adaptive is not None:
             self._adaptive.restore(state["adaptive"])
