@@ -54,9 +54,12 @@ Concurrency: every check-and-spend (:meth:`PrivacyBudget.reserve`, :meth:`Privac
 so threads sharing one budget (joblib's threading backend, a service answering requests) can
 never both be accepted when only one fits, and ``spent`` is the composition of what was
 accepted. Across processes nothing can be shared by a lock, so a budget refuses to be pickled
-(a copy in another process would be a second, independent allowance: each worker would spend it
-in full). Within a process, ``copy.copy`` and ``copy.deepcopy`` return the budget itself, so a
-cloned estimator (``sklearn.base.clone``, cross-validation, searches) draws from the same one.
+at all, not only while a reservation is in flight: a copy in another process is a second,
+independent allowance (joblib's process backends pickle an estimator, budget included, before
+any reservation exists, and each worker would then spend the whole budget on its copy, none of
+it reaching the original). Save a model with ``budget=None``. Within a process, ``copy.copy``
+and ``copy.deepcopy`` return the budget itself, so a cloned estimator (``sklearn.base.clone``,
+cross-validation, searches) draws from the same one.
 
 Refitting charges again: a budget never assumes two fits are the same release.
 
