@@ -173,3 +173,28 @@ def test_a_budget_is_never_pickled_and_copies_are_itself():
     assert clone(model).budget is budget
     with pytest.raises(TypeError, match="cannot be pickled"):
         pickle.dumps(model)
+
+
+def test_threads_fitting_estimators_against_one_budget():
+    # the reproduction: fits at epsilon 1 against (1.5, 1e-6); one fits, never two
+    import numpy as np
+
+    rng = np.random.default_rng(0)
+    X = rng.uniform(-1, 1, (3000, 3))
+    y = X @ np.ones(3) + 0.1 * rng.standard_normal(3000)
+    budget = PrivacyBudget(1.5, DELTA)
+
+    def attempt():
+        model = DPLinearRegression(
+            method="adassp",
+            epsilon=1.0,
+            delta=DELTA,
+            budget=budget,
+            feature_bounds=(-1, 1),
+            target_bounds=(-4, 4),
+        )
+        return model.fit(X, y)
+
+    fitted = [m for m in _race(4, attempt) if m is not None]
+    assert len(fitted) == 1
+    assert budget.spent.epsilon == pytest.approx(fitted[0].privacy_report_.epsilon, rel=1e-6)
