@@ -55,7 +55,7 @@ def test_check_passes_supported_models_and_says_what_it_found(model):
 def _trainer(**kwargs):
     model = digits_cnn(0)
     opt = torch.optim.SGD(model.parameters(), lr=0.5)
-    data = (DIGITS[0][:96].copy(), DIGITS[1][:96].copy())
+    data = (torch.as_tensor(DIGITS[0][:96]).clone(), torch.as_tensor(DIGITS[1][:96]).clone())
     return PrivateTrainer(
         model, opt, data, epsilon=4.0, delta=1e-5, epochs=1, batch_size=32, clip_norm=1.0,
         mechanism=nu_dpftrl(0.2), seed=5, **kwargs,

@@ -39,13 +39,49 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass, field
 
+from torch.nn.utils.rnn import PackedSequence
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 import torch
 from torch import nn
 
-__all__ = ["Call", "CallRecorder", "LayoutError", "batch_dims", "tensor_leaves"]
+__all__ = [
+    "Call",
+    "CallRecorder",
+    "LayoutError",
+    "batch_dims",
+    "is_args",
+    "packed_leaves",
+    "tensor_leaves",
+]
+
+
+def is_args(inputs) -> bool:
+    """Whether ``inputs`` is a tuple of model arguments (a PackedSequence is one argument)."""
+    return isinstance(inputs, tuple) and not isinstance(inputs, PackedSequence)
+
+
+def _has_packed(value) -> bool:
+    if isinstance(value, PackedSequence):
+        return True
+    if isinstance(value, tuple | list):
+        return any(_has_packed(v) for v in value)
+    if isinstance(value, dict):
+        return any(_has_packed(v) for v in value.values())
+    return False
+
+
+def packed_leaves(call) -> set[int] | None:
+    """ids of the PackedSequence tensors of an nn.RNNBase call on packed input (None if not)."""
+    if not (isinstance(call.module, nn.RNNBase) and call.args):
+        return None
+    x, out = call.args[0], call.output
+    if not isinstance(x, PackedSequence) or not isinstance(out, tuple):
+        return None
+    if not isinstance(out[0], PackedSequence):
+        return None
+    return {id(t) for t in tensor_leaves((x, out[0]))}
 
 
 class LayoutError(ValueError):

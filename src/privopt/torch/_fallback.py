@@ -23,10 +23,11 @@ from __future__ import annotations
 import warnings
 
 from torch.func import functional_call, grad, vmap
+from torch.nn.utils.rnn import PackedSequence
 from torch.utils._pytree import tree_flatten, tree_unflatten
 
 import torch
-from privopt.torch._calls import LayoutError, tensor_leaves
+from privopt.torch._calls import LayoutError, packed_leaves, tensor_leaves
 from privopt.torch._rule import LayerRule
 from torch import nn
 
@@ -66,6 +67,8 @@ class FunctionalRule(LayerRule):
         return total
 
     def _one_use(self, names, call, grads):
+        if packed_leaves(call) is not None:
+            return self._packed_use(names, call, grads)
         leaves, spec = tree_flatten((call.args, call.kwargs))
         positions = [k for k, x in enumerate(leaves) if isinstance(x, torch.Tensor)]
         batched = [(k, d) for k, d in zip(positions, call.in_dims, strict=True) if d is not None]
@@ -138,6 +141,71 @@ class FunctionalRule(LayerRule):
                 "module by one whose examples stay independent."
             ) from exc
         return {n: torch.stack(r) for n, r in rows.items()}
+
+
+def _packed_rows(packed: PackedSequence, batch: int) -> list[torch.Tensor]:
+    """Per example (original order), the rows of ``packed.data`` holding its time steps."""
+    sizes = packed.batch_sizes.to("cpu")
+    starts = torch.cumsum(sizes, 0) - sizes
+    device = packed.data.device
+    rank = (
+        packed.unsorted_indices.to("cpu")
+        if packed.unsorted_indices is not None
+        else torch.arange(batch)
+    )
+    out = []
+    for i in range(batch):
+        r = int(rank[i])
+        steps = int((sizes > r).sum())
+        out.append((starts[:steps] + r).to(device))
+    return out
+
+
+def _packed_use(self, names, call, grads):
+    """nn.RNN/GRU/LSTM on a PackedSequence: a loop over the examples, each sequence packed
+    alone (its rows of the packed data, in time order); the output gradient of its rows of the
+    packed output, and of its column of the hidden states (probed batch dimension)."""
+    x, rest = call.args[0], call.args[1:]
+    rows = _packed_rows(x, self.batch)
+    n_packed = len(tensor_leaves(call.output[0]))
+    g_data = grads[0]
+    hidden_grads = grads[n_packed:]
+    hidden_dims = call.out_dims[n_packed:]
+    rest_leaves, rest_spec = tree_flatten((rest, call.kwargs))
+    n_x = len(tensor_leaves(x))
+    rest_dims = iter(call.in_dims[n_x:])
+    rest_dims = [next(rest_dims) if isinstance(v, torch.Tensor) else None for v in rest_leaves]
+    params = {n: self.params[n].detach() for n in names}
+    per: dict[str, list] = {n: [] for n in names}
+    for i in range(self.batch):
+        ps = {n: p.clone().requires_grad_(True) for n, p in params.items()}
+        seq = PackedSequence(x.data.detach()[rows[i]], torch.tensor([1] * len(rows[i])))
+        leaves = [
+            v.detach().narrow(d, i, 1) if isinstance(v, torch.Tensor) and d is not None else v
+            for v, d in zip(rest_leaves, rest_dims, strict=True)
+        ]
+        args, kwargs = tree_unflatten(leaves, rest_spec)
+        with torch.enable_grad():
+            out = functional_call(self.module, ps, (seq, *args), kwargs)
+            total = 0
+            if g_data is not None:
+                total = total + (out[0].data * g_data[rows[i]].to(out[0].data.dtype)).sum()
+            hidden = tensor_leaves(out[1:])
+            for h, g, d in zip(hidden, hidden_grads, hidden_dims, strict=True):
+                if g is not None:
+                    total = total + (h * g.narrow(d, i, 1).to(h.dtype)).sum()
+            found = (
+                torch.autograd.grad(total, list(ps.values()), allow_unused=True)
+                if isinstance(total, torch.Tensor)
+                else [None] * len(ps)
+            )
+        for (n, p), f in zip(ps.items(), found, strict=True):
+            per[n].append(torch.zeros_like(p) if f is None else f)
+    self.method = "loop"
+    return {n: torch.stack(r) for n, r in per.items()}
+
+
+FunctionalRule._packed_use = _packed_use
 
 
 def is_cross_example(module: nn.Module) -> str | None:

@@ -45,9 +45,20 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
 import torch
 from privopt._validate import check_positive
-from privopt.torch._calls import CallRecorder, LayoutError, Layouts, batch_dims, tensor_leaves
+from privopt.torch._calls import (
+    CallRecorder,
+    LayoutError,
+    Layouts,
+    _has_packed,
+    batch_dims,
+    is_args,
+    packed_leaves,
+    tensor_leaves,
+)
 from privopt.torch._check import ModelCheck, check_model
 from privopt.torch._fallback import FunctionalRule
 from privopt.torch._layers import RULES
@@ -59,16 +70,13 @@ _GUARD = {torch.float64: 1e-12, torch.float32: 1e-5, torch.bfloat16: 2**-7, torc
 
 
 def batch_size(inputs: Any) -> int:
-    """B: the first dimension of the first input tensor (inputs are batch first)."""
-    if isinstance(inputs, nn.utils.rnn.PackedSequence) or any(
-        isinstance(x, nn.utils.rnn.PackedSequence)
-        for x in (inputs if isinstance(inputs, tuple) else ())
-    ):
-        raise LayoutError(
-            "PackedSequence inputs are not supported by privopt.torch: pass the padded "
-            "sequences batch first (nn.utils.rnn.pad_sequence(..., batch_first=True)) with "
-            "their lengths or a mask, and pack them inside the model's forward if needed."
-        )
+    """B: the first dimension of the first input tensor (inputs are batch first), or the number
+    of sequences of a PackedSequence."""
+    first = inputs[0] if is_args(inputs) and inputs else inputs
+    if isinstance(first, PackedSequence):
+        if first.sorted_indices is not None:
+            return int(first.sorted_indices.shape[0])
+        return int(first.batch_sizes[0]) if len(first.batch_sizes) else 0
     tensors = tensor_leaves(inputs)
     if not tensors or tensors[0].dim() == 0:
         raise ValueError("inputs must hold at least one tensor with the batch first.")
@@ -79,11 +87,19 @@ def _grown(inputs: Any, batch: int) -> Any:
     """The inputs with their first example appended (tensors whose first size is B)."""
 
     def grow(x):
+        if isinstance(x, PackedSequence):  # one more sequence, packed as x is (sorted or not)
+            padded, lengths = pad_packed_sequence(x, batch_first=True)
+            k = 0 if x.sorted_indices is not None else -1  # sorted: copy the shortest
+            padded = torch.cat([padded, padded[k:][:1]])
+            lengths = torch.cat([lengths, lengths[k:][:1]])
+            return pack_padded_sequence(
+                padded, lengths, batch_first=True, enforce_sorted=x.sorted_indices is None
+            )
         if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == batch:
             return torch.cat([x, x[:1]])
         return x
 
-    if isinstance(inputs, tuple):
+    if is_args(inputs):
         return tuple(grow(x) for x in inputs)
     return grow(inputs)
 
@@ -146,7 +162,7 @@ class GradientClipper:
         self._recorder.remove()
 
     def _forward(self, inputs):
-        return self.model(*inputs) if isinstance(inputs, tuple) else self.model(inputs)
+        return self.model(*inputs) if is_args(inputs) else self.model(inputs)
 
     # -- the computation ------------------------------------------------------------------------
     def clipped_sum(
@@ -220,7 +236,13 @@ class GradientClipper:
     @staticmethod
     def _why_not(call) -> str | None:
         """Why ``call`` cannot host per-example gradients (None: it can)."""
+        packed = packed_leaves(call)
+        if packed is None and any(_has_packed(v) for v in (call.args, call.kwargs, call.output)):
+            return "it takes or returns a PackedSequence (supported for nn.RNN/GRU/LSTM only)"
+        packed = packed or set()
         for t, d in zip(call.inputs, call.in_dims, strict=True):
+            if id(t) in packed:
+                continue
             if d == "?":
                 return f"an input of shape {tuple(t.shape)} has no single batch dimension"
         grads = [
@@ -229,7 +251,7 @@ class GradientClipper:
         if not grads:
             return "none of its outputs carries a gradient"
         for t, d in grads:
-            if not isinstance(d, int):
+            if id(t) not in packed and not isinstance(d, int):
                 return f"its output of shape {tuple(t.shape)} has no single batch dimension"
         return None
 
