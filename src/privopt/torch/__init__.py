@@ -1,8 +1,13 @@
 """Private training of PyTorch models with correlated noise (optional extra ``privopt[torch]``).
 
-* :func:`clipped_grad_sum`: the clipped sum of per-example gradients without a per-example
-  loop (ghost norms / book-keeping for Linear, Conv1d/2d, Embedding, LayerNorm, GroupNorm;
-  ``torch.func`` for other layers; BatchNorm refused);
+* :func:`clipped_grad_sum`: the clipped sum of per-example gradients, each parameter counted once
+  by identity and every layer's batch dimension found by a probe (ghost norms / book-keeping for
+  Linear, Conv1d/2d, Embedding, LayerNorm, GroupNorm and subclasses keeping ``forward``;
+  ``torch.func`` or a per-example loop for any other module, nn.RNN/GRU/LSTM with
+  PackedSequence included; BatchNorm refused; a module whose examples cannot be followed
+  refused with a :class:`LayoutError` naming it);
+* :func:`check_model`: the type checks, and with a sample a probe of the examples' independence
+  and of the clipped sum against a per-example loop (:class:`ModelCheck`);
 * :class:`PrivateTrainer`: training driven by a :class:`privopt.training.TrainingPlan` (one
   calibration, the plan's event in the ledger, the plan's batch order, the mechanism's noise on
   the device, exact checkpoints, progress with the epsilon spent);

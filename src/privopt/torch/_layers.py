@@ -206,7 +206,8 @@ class _Norm(LayerRule):
         return out
 
 
-#: Module type -> rule (exact type); anything else uses the torch.func fallback.
+#: Layer type -> rule, for the type and its subclasses that keep its ``forward`` (a subclass
+#: that overrides it, and any other module, uses the checked torch.func fallback).
 RULES: dict[type, Any] = {
     nn.Linear: _Linear,
     nn.Conv1d: ConvRule,

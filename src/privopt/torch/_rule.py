@@ -110,7 +110,9 @@ def gram(x: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
 
 
 class LayerRule:
-    """Base: ``uses`` is a list of (args, kwargs, grad_output) of one module in one step."""
+    """Base: ``uses`` is a list of (args, kwargs, grad_output) of one module's host calls in one
+    step, batch first (moved there by the clipper from the probed dimension); the fallback gets
+    (call, output gradients) instead."""
 
     def __init__(self, module: nn.Module, uses: list, params: dict[str, nn.Parameter], batch: int):
         self.module = module
