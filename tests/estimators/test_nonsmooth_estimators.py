@@ -55,11 +55,13 @@ def test_classifier_with_only_epsilon_and_delta(loss):
     model = DPLinearClassifier(loss=loss, epsilon=1.0, delta=1e-6, random_state=0, steps=40_000)
     model.fit(X, y)
     X_test, y_test = _classification(5000, seed=1)
-    assert model.score(X_test, y_test) > 0.85  # non-private ~0.97; chance 0.5
+    # non-private ~0.97; chance 0.5. Measured with the label set released on its own 10% slice
+    # (seeds 0-3): logistic 0.848-0.898, hinge 0.920-0.939
+    assert model.score(X_test, y_test) > 0.82
     report = model.privacy_report_
     assert report.epsilon <= 1.0
     assert report.accountant.startswith("auto")  # GDP preprocessing, RDP/paper for the fit
-    assert report.num_partitions >= 2  # private bounds on disjoint slices
+    assert report.num_partitions >= 3  # the label set and private bounds on disjoint slices
     assert set(model.classes_) == {"no", "yes"}
     assert model.fit_info_["feature_map"] == "private"
 

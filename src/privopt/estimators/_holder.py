@@ -69,6 +69,7 @@ SRGD_RADIUS = 1.0
 class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
     """Base class: parameters, validation, the private fit. Subclasses map data and labels."""
 
+    _private_outputs = ("coef_", "intercept_", "bounds_", "fit_info_")
     _parameter_constraints: dict = {  # noqa: RUF012 (scikit-learn's declarative contract)
         "loss": [str],
         "perturbation": [StrOptions(set(PERTURBATIONS))],
@@ -90,10 +91,16 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
         return self._generator(ledger), ledger
 
     def _private_bounds(
-        self, X: np.ndarray, y: np.ndarray, rng: np.random.Generator, ledger: PrivacyLedger
+        self,
+        X: np.ndarray,
+        y: np.ndarray,
+        rng: np.random.Generator,
+        ledger: PrivacyLedger,
+        target: tuple[float, float] | None = None,
     ) -> tuple[LinearBounds, np.ndarray]:
         """Private bounds on a disjoint secret slice of the records; returns the bounds and the
-        fit's rows (the others).
+        fit's rows (the others). ``target``: the (epsilon, delta) left for the slice (default
+        the estimator's own; less when a release shared by every record came first).
 
         The slice and the fit's rows are disjoint (a secret draw independent of the data), so
         the bounds cost the full (epsilon, delta) on the slice only (parallel composition) and
@@ -114,9 +121,8 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
           would take more than half of the rows.
         """
         n, d = X.shape
-        # a relative 1e-9 below the target, so that the exactly inverted epsilon of these
-        # releases never prints above it after rounding
-        mu = gdp_mu(self.epsilon * (1.0 - 1e-9), self.delta)
+        mu = self._bounds_mu(target)
+        self._check_bounds_rows(n, d, target)
         if n >= dp_stat_minimum_rows(mu):
             share = preprocessing_share(n, mu, self.preprocess_fraction, PUBLIC_BOUNDS_HINT)
             label = rng.random(n)  # secret, data-independent assignment of records
@@ -127,6 +133,22 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
         rows = self._quantile_slice(n, d, mu, rng)
         bounds = self._quantile_bounds(X, y, rows, mu, rng, ledger, "preprocess")
         return bounds, np.setdiff1d(np.arange(n), rows, assume_unique=True)
+
+    def _bounds_mu(self, target: tuple[float, float] | None) -> float:
+        """The GDP mu of the private bounds at ``target`` (default the estimator's own)."""
+        epsilon, delta = target if target is not None else (self.epsilon, self.delta)
+        # a relative 1e-9 below the target, so that the exactly inverted epsilon of these
+        # releases never prints above it after rounding
+        return gdp_mu(epsilon * (1.0 - 1e-9), delta)
+
+    def _check_bounds_rows(self, n: int, d: int, target: tuple[float, float] | None = None) -> None:
+        """Refuse, from public N, d and mu only and before anything is released, when the
+        private bounds of :meth:`_private_bounds` would need more rows than there are."""
+        mu = self._bounds_mu(target)
+        if n >= dp_stat_minimum_rows(mu):
+            preprocessing_share(n, mu, self.preprocess_fraction, PUBLIC_BOUNDS_HINT)
+        else:
+            self._slice_rows(n, d, mu)
 
     def _schedule(self, n: int) -> tuple[int, float]:
         steps = self.steps or min(STEPS_PER_RECORD * n, MAX_DEFAULT_STEPS)

@@ -8,10 +8,16 @@ from typing import Any
 import numpy as np
 from scipy.special import expit
 from sklearn.base import ClassifierMixin
-from sklearn.utils.multiclass import type_of_target
+from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted, validate_data
 
 from privopt.accounting import PrivacyLedger
+from privopt.algorithms.label_set import (
+    check_public_labels,
+    label_slice_rows,
+    observed_labels,
+    release_label_set,
+)
 from privopt.algorithms.preprocess import LinearBounds
 from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
@@ -61,6 +67,10 @@ class FeatureMap:
         return unit_rows(Z)
 
 
+#: fit_info_["label_set"]: how the label set was obtained (a list of classes: "public")
+_LABEL_SOURCE = {"None": "private", "observed": "observed (not private)"}
+
+
 class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
     """Differentially private linear classifier trained by private SGD (seed 002).
 
@@ -108,6 +118,17 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         secure_mode: draw every random number from ChaCha20 keyed by the operating system
             (:func:`privopt.noise.secure_generator`); ``random_state`` must then be None.
         budget: a :class:`~privopt.PrivacyBudget` the fit draws from (checked before X is read).
+        classes: the public label set (a list of two or more labels), known before the data are
+            read; a record whose label is outside it is refused. None (default): the label set
+            is released privately by a thresholded Gaussian histogram of the labels of a
+            disjoint secret slice of 10% of the records (at most 20,000), which the fit then
+            does not use; a label with fewer records in the slice than the threshold in the
+            report (about 33 at epsilon = 1) is not released, and its records count as
+            negatives of every class. ``"observed"``: ``np.unique(y)``, NOT private (whether a
+            record holds a label no other record holds is released); warns
+            (:class:`~privopt.PrivacyLeakWarning`) and the report lists it under the releases
+            without privacy. For tools that need it (scikit-learn's estimator checks on a few
+            dozen rows); never for private labels. The report says which way was used.
 
     Multiclass targets are fitted one-vs-rest (see :meth:`fit`).
 
@@ -115,9 +136,11 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
     in the mapped space, ``feature_map_``, ``privacy_report_``, ``fit_info_``, ``n_features_in_``.
     """
 
+    _private_outputs = ("coef_", "intercept_", "classes_", "feature_map_", "fit_info_")
     _parameter_constraints: dict = {  # noqa: RUF012
         **HolderSGDEstimator._parameter_constraints,
         "q": [float, int],
+        "classes": [None, "array-like", StrOptions({"observed"})],
     }
 
     def __init__(
@@ -139,6 +162,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         diagnostics: bool = False,
         secure_mode: bool = False,
         budget: Any = None,
+        classes: Any = None,
     ) -> None:
         store_params(self, locals())
 
@@ -152,42 +176,56 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
     def fit(self, X: Any, y: Any) -> DPLinearClassifier:
         """Fit privately: two classes (the larger label is positive), or one-vs-rest for more.
 
+        The label set is never ``np.unique(y)`` (that would release whether some record holds
+        a label no other record holds). With ``classes=`` it is the public set given (a label
+        outside it is refused before anything is released); without it, it is released by a
+        thresholded Gaussian histogram of the labels of a disjoint secret slice of 10% of the
+        records (:mod:`privopt.algorithms.label_set`) at the full (epsilon, delta), and the fit
+        runs on the other records (parallel composition: the label set costs rows, not budget).
+
         With K > 2 classes, K binary fits (class k against the rest) run on the same rows, each
-        at (epsilon / K, delta / K): their releases compose sequentially in the fit's ledger, so
-        the whole fit is (epsilon, delta)-DP by basic composition at worst (the report composes
-        the recorded events, usually tighter). The preprocessing, if any, is shared.
+        at (epsilon' / K, delta' / K) of what the label set left: their releases compose
+        sequentially in the fit's ledger, so the whole fit is (epsilon, delta)-DP by basic
+        composition at worst (the report composes the recorded events, usually tighter). The
+        preprocessing, if any, is shared.
         """
         rng, ledger = self._start()
         loss = self._loss()
-        X, y = validate_data(self, X, y, dtype=np.float64)
-        y_type = type_of_target(y, input_name="y", raise_unknown=True)
-        classes = np.unique(y)
-        if classes.size < 2 or y_type not in ("binary", "multiclass"):
-            raise ValueError(
-                "DPLinearClassifier needs two or more classes of a single label column, got "
-                f"{classes.size} class{'es' if classes.size != 1 else ''} ({y_type} targets)."
+        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        y = self._check_label_column(y)
+        n, d = X.shape
+        if isinstance(self.classes, str) and self.classes == "observed":
+            classes, rows = observed_labels(y, ledger, type(self).__name__), np.arange(n)
+        elif self.classes is not None:
+            classes, rows = check_public_labels(self.classes, y), np.arange(n)
+            ledger.assume(
+                "the label set is public (classes= given by the user, fixed before the data "
+                "were read)"
             )
+        else:
+            m = label_slice_rows(n)
+            if self.feature_bounds is None:
+                self._check_bounds_rows(n - m, d)  # public refusals before any release
+            classes, rows = self._private_label_set(y, m, rng, ledger)
         self.classes_ = classes
-        signs = np.where(y == self.classes_[-1], 1.0, -1.0)
+        signs = np.where(y == classes[-1], 1.0, -1.0)
         if self.feature_bounds is not None:
-            fb = resolve_feature_bounds(self.feature_bounds, X.shape[1])
+            fb = resolve_feature_bounds(self.feature_bounds, d)
             scale = np.maximum(np.abs(fb[:, 0]), np.abs(fb[:, 1]))
-            fmap = FeatureMap(
-                np.zeros(X.shape[1]), fb[:, 0], fb[:, 1], scale, self.fit_intercept, "public"
-            )
-            rows = np.arange(X.shape[0])
+            fmap = FeatureMap(np.zeros(d), fb[:, 0], fb[:, 1], scale, self.fit_intercept, "public")
             ledger.assume("features clipped to the public feature_bounds given by the user")
         else:
-            bounds, rows = self._private_bounds(X, signs, rng, ledger)
+            bounds, kept = self._private_bounds(X[rows], signs[rows], rng, ledger)
+            rows = rows[kept]
             fmap = FeatureMap(
                 bounds.x_center, None, None, bounds.x_radius, self.fit_intercept, "private", bounds
             )
         ledger.assume("rows mapped to the unit ball (a public, per-record transformation)")
         Z = fmap.transform(X[rows])
         # binary: one fit of classes_[1] against classes_[0]; else one per class (vs the rest)
-        positives = self.classes_[1:] if classes.size == 2 else self.classes_
+        positives = classes[1:] if classes.size == 2 else classes
         k = len(positives)
-        target = (self.epsilon / k, self.delta / k)
+        each = (self.epsilon / k, self.delta / k)
         if k > 1:
             ledger.assume(
                 f"one-vs-rest: {k} binary fits on the same rows, each at (epsilon / {k}, "
@@ -196,10 +234,10 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         weights = []
         for positive in positives:
             t = np.where(y[rows] == positive, 1.0, -1.0)
-            # one ledger per class fit (its own report is at its own delta), merged after
+            # one ledger per class fit, merged after
             own = ledger if k == 1 else PrivacyLedger(ledger.neighbouring)
             fit = self._private_fit(
-                Z, t, loss, x_bound=1.0, y_bound=None, rng=rng, ledger=own, target=target
+                Z, t, loss, x_bound=1.0, y_bound=None, rng=rng, ledger=own, target=each
             )
             if own is not ledger:
                 ledger.extend(own)
@@ -208,9 +246,49 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         self.feature_map_ = fmap
         self.coef_ = (W[:, :-1] if self.fit_intercept else W).copy()
         self.intercept_ = W[:, -1].copy() if self.fit_intercept else np.zeros(k)
-        report = ledger.report(self.delta) if k > 1 else None
-        self._store(fit, {"feature_map": fmap.source, "rows_fitted": int(rows.size)}, report)
+        info = {
+            "feature_map": fmap.source,
+            "rows_fitted": int(rows.size),
+            "label_set": _LABEL_SOURCE.get(str(self.classes), "public"),
+        }
+        self._store(fit, info, ledger.report(self.delta))
         return self
+
+    def _check_label_column(self, y: np.ndarray) -> np.ndarray:
+        """One column of labels; float labels must be whole numbers or given in ``classes``."""
+        y = np.asarray(y)
+        public = self.classes is not None and not isinstance(self.classes, str)
+        if y.dtype.kind in "fc" and not public:
+            finite = np.all(np.isfinite(y)) if y.dtype.kind == "f" else False
+            if not finite or not np.all(np.equal(np.mod(y, 1), 0)):
+                raise ValueError(
+                    "DPLinearClassifier needs class labels; y holds non-integer or non-finite "
+                    "numbers (continuous targets?). Give the public label set with classes=, "
+                    "or use DPSGDRegressor for a continuous target."
+                )
+        if y.dtype.kind == "O":
+            y = y.astype(str)
+        return y
+
+    def _private_label_set(
+        self, y: np.ndarray, m: int, rng: np.random.Generator, ledger: PrivacyLedger
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """The label set released from a disjoint secret slice of m records at the full
+        (epsilon, delta) (parallel composition, :mod:`privopt.algorithms.label_set`), and the
+        sorted indices of the other records (the fit's)."""
+        slice_rows = np.zeros(y.shape[0], dtype=bool)
+        slice_rows[rng.permutation(y.shape[0])[:m]] = True  # secret, data-independent
+        classes = release_label_set(
+            y[slice_rows], epsilon=self.epsilon, delta=self.delta, rng=rng, ledger=ledger
+        )
+        if classes.size < 2:
+            raise ValueError(
+                f"The privately released label set holds {classes.size} class"
+                f"{'es' if classes.size != 1 else ''} (a label needs more records than the "
+                "release's threshold, printed in the report, in a slice of 10% of the records). "
+                "Give the public label set with classes=, or use a larger epsilon or more data."
+            )
+        return classes, np.flatnonzero(~slice_rows)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """<w_k, map(X)> (post-processing, no privacy cost).
