@@ -94,6 +94,10 @@ class PrivacyReport:
         assumptions: statements the guarantee relies on.
         non_private_releases: what the fit also released without a private mechanism, on the
             caller's explicit request (e.g. ``diagnostics=True``): NOT covered by ``epsilon``.
+        private_outputs: the fitted attributes computed from the recorded releases (post-
+            processing, covered by ``epsilon``), e.g. ``coef_``, ``classes_``; every other
+            attribute of a fitted estimator is the same on neighbouring data sets under the
+            same seed (public configuration only).
     """
 
     epsilon: float
@@ -109,6 +113,7 @@ class PrivacyReport:
     events: tuple[EventSummary, ...]
     assumptions: tuple[str, ...]
     non_private_releases: tuple[str, ...] = ()
+    private_outputs: tuple[str, ...] = ()
 
     def __getitem__(self, key: str) -> Any:
         """Dict-style access to the fields (``report["epsilon"]``)."""
@@ -162,6 +167,7 @@ class PrivacyReport:
         out["events"] = [asdict(e) for e in self.events]
         out["assumptions"] = list(self.assumptions)
         out["non_private_releases"] = list(self.non_private_releases)
+        out["private_outputs"] = list(self.private_outputs)
         if math.isinf(self.epsilon):
             out["epsilon"] = "inf"
         return out
@@ -192,6 +198,13 @@ class PrivacyReport:
         if self.assumptions:
             items.append(Text("Assumptions:", style="bold"))
             items.extend(Text(f"  - {a}") for a in self.assumptions)
+        if self.private_outputs:
+            items.append(
+                Text(
+                    "Released under this guarantee (post-processing of the recorded releases): "
+                    + ", ".join(self.private_outputs)
+                )
+            )
         if self.non_private_releases:
             items.append(
                 Text("Released WITHOUT privacy (not covered by this guarantee):", style="bold red")

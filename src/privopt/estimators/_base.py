@@ -18,6 +18,7 @@ The wrapper also makes the column names of a DataFrame available to
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 import numbers
@@ -34,6 +35,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted
 from privopt._leak import check_for_leaks
 from privopt.accounting import PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.accounting.budget import Reservation, planned_guarantee
+from privopt.accounting.events import Neighbouring
 from privopt.algorithms.preprocess import LinearBounds, check_feature_bounds, public_bounds
 from privopt.distributed import is_dask_input
 from privopt.noise import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
@@ -242,13 +244,20 @@ def _guarded(fit):
         sized = hasattr(X, "__len__") and not dask_input
         context = _FitContext(names, _num_samples(X) if sized else None)
         token = _CONTEXT.set(context)
+        state = dict(self.__dict__)  # restored if the fit fails: no fitted attribute is left
         try:
             if dask_input:
                 out = _fit_partitioned(self, X, *args, **kwargs)
             else:
                 out = fit(self, X, *args, **kwargs)
+            self._check_ran_as_planned(context.ledgers)
+        except BaseException:
+            self.__dict__.clear()
+            self.__dict__.update(state)
+            raise  # a reservation is kept at its planned charge (module notes)
         finally:
             _CONTEXT.reset(token)
+        self._declare_outputs()
         if reservation is not None:
             reservation.complete(context.ledgers)
         return out
@@ -268,6 +277,28 @@ class PrivateEstimator(BaseEstimator):
         fit = cls.__dict__.get("fit")
         if fit is not None and not getattr(fit, "__privopt_guarded__", False):
             cls.fit = _guarded(fit)
+
+    #: fitted attributes computed from the recorded releases (post-processing, covered by the
+    #: guarantee); the report lists them, and every other attribute must be the same on
+    #: neighbouring data sets under one seed (tests/estimators/test_neighbouring_fits.py)
+    _private_outputs: tuple[str, ...] = ("coef_", "intercept_")
+
+    def _declare_outputs(self) -> None:
+        report = getattr(self, "privacy_report_", None)
+        if isinstance(report, PrivacyReport):
+            present = tuple(a for a in self._private_outputs if hasattr(self, a.split(".")[0]))
+            self.privacy_report_ = dataclasses.replace(report, private_outputs=present)
+
+    def _check_ran_as_planned(self, ledgers: list[PrivacyLedger]) -> None:
+        """The relation the fit was accounted under is the one planned before the data were
+        read (and charged to a budget); a mismatch is a defect and voids the fit."""
+        planned = Neighbouring.parse(self._planned_relation())
+        for ledger in ledgers:
+            if ledger.neighbouring is not planned:
+                raise RuntimeError(
+                    f"{type(self).__name__} was planned under {planned.value!r} neighbours but "
+                    f"ran under {ledger.neighbouring.value!r}; the fit is withheld."
+                )
 
     def _planned_relation(self) -> str:
         """The neighbouring relation the fit will be accounted under (parameters only)."""

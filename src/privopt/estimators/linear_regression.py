@@ -169,6 +169,18 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     used), ``n_features_in_``.
     """
 
+    #: noisy Newton's gradient clip is a private quantile: it scales its events' sensitivity
+    #: and std (their ratio, and so the guarantee, is fixed), hence the report's event
+    #: parameters and the rho / mu computed from them are released values too
+    _private_outputs = (
+        "coef_",
+        "intercept_",
+        "fit_trace_",
+        "fit_info_",
+        "privacy_report_.events",
+        "privacy_report_.rho",
+        "privacy_report_.mu",
+    )
     _parameter_constraints: dict = {  # noqa: RUF012 (scikit-learn's declarative contract)
         **SHARED_CONSTRAINTS,
         "method": [StrOptions(set(METHODS))],
@@ -321,7 +333,8 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     def _relation(self, method: str) -> str:
         """The neighbouring relation of this fit (see the class docstring)."""
         if self.neighbouring == "auto":
-            return "zero-out" if method in ("dpsgd", "newton") else "replace-one"
+            # "auto" runs newton or dpsgd (chosen from public N), both accounted under zero-out
+            return "zero-out" if method in ("auto", "dpsgd", "newton") else "replace-one"
         if method == "dpsgd" and self.neighbouring == "replace-one":
             raise ValueError(
                 "method='dpsgd' (Poisson sampling) is accounted under zero-out neighbours only; "

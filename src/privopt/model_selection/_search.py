@@ -47,6 +47,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
 
 from privopt._leak import leak_checks_suppressed
 from privopt.accounting import ApproxDPEvent, PrivacyBudget, PrivacyLedger
+from privopt.accounting.events import Neighbouring
 from privopt.estimators._base import PrivateEstimator
 from privopt.estimators._params import store_params
 from privopt.model_selection._scoring import UTILITY_SENSITIVITY, record_utilities
@@ -116,6 +117,7 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
     ``candidate_delta_``, ``selection_epsilon_``, ``privacy_report_``, ``n_features_in_``.
     """
 
+    _private_outputs = ("best_estimator_", "best_params_", "best_index_", "cv_results_", "classes_")
     _parameter_constraints: dict = {  # noqa: RUF012 (scikit-learn's declarative contract)
         "estimator": [PrivateEstimator],
         "param_grid": [dict, list],
@@ -209,7 +211,7 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         models, assumptions = [], {}
         with leak_checks_suppressed():
             for params in candidates:
-                model = self._fit_candidate(params, eps_c, delta_c, X_train, y_train, rng)
+                model = self._fit_candidate(params, eps_c, delta_c, X_train, y_train, rng, relation)
                 models.append(model)
                 assumptions.update(dict.fromkeys(model.privacy_report_.assumptions))
         utilities = np.array(
@@ -222,7 +224,9 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         del utilities  # never released
         if self.refit:
             with leak_checks_suppressed():
-                models[best] = self._fit_candidate(candidates[best], eps_c, delta_c, X, y, rng)
+                models[best] = self._fit_candidate(
+                    candidates[best], eps_c, delta_c, X, y, rng, relation
+                )
         self._record(ledger, k, eps_c, delta_c, eps_s, error_bound, assumptions)
         self.best_index_ = best
         self.best_params_ = candidates[best]
@@ -237,8 +241,14 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
             self.classes_ = self.best_estimator_.classes_
         return self
 
-    def _fit_candidate(self, params, eps_c, delta_c, X, y, rng) -> Any:
+    def _fit_candidate(self, params, eps_c, delta_c, X, y, rng, relation) -> Any:
         model = clone(self.estimator).set_params(**params, epsilon=eps_c, delta=delta_c)
+        planned = Neighbouring.parse(model._planned_relation())
+        if not _implies(planned, Neighbouring.parse(relation)):
+            raise ValueError(
+                f"Candidate {params} is accounted under {planned.value!r} neighbours, which do "
+                f"not imply the search's {relation!r} guarantee; nothing was fitted."
+            )
         if "budget" in model.get_params():
             model.set_params(budget=None)
         secure = bool(self.secure_mode)
@@ -252,10 +262,12 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         if not (
             report.epsilon <= eps_c * (1.0 + TARGET_TOLERANCE)
             and math.isclose(report.delta, delta_c)
+            and _implies(Neighbouring.parse(report.neighbouring), Neighbouring.parse(relation))
         ):
             raise RuntimeError(
-                f"Candidate {params} reports ({report.epsilon:g}, {report.delta:g})-DP, above "
-                f"its target ({eps_c:g}, {delta_c:g}); nothing is released."
+                f"Candidate {params} reports ({report.epsilon:g}, {report.delta:g})-DP under "
+                f"{report.neighbouring!r} neighbours, not its target ({eps_c:g}, {delta_c:g}) "
+                f"under {relation!r}; nothing is released."
             )
         return model
 
@@ -325,6 +337,14 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         tags.regressor_tags = inner.regressor_tags
         tags.input_tags = inner.input_tags
         return tags
+
+
+def _implies(candidate: Neighbouring, search: Neighbouring) -> bool:
+    """A candidate's guarantee holds under the search's relation: the same relation, or a
+    replace-one candidate in a zero-out search (a null record is a record of the domain)."""
+    return candidate is search or (
+        candidate is Neighbouring.REPLACE_ONE and search is Neighbouring.ZERO_OUT
+    )
 
 
 def _take(data: Any, rows: np.ndarray) -> Any:
