@@ -38,16 +38,18 @@ def _as_float32(model, loss, x, y, batch):
 
 
 # float32: the clip factor carries the documented guard 1 / (1 + 1e-5) (an example clipped at
-# its own norm is scaled by it), which the loop does not apply: 1e-5 of the guard + rounding
+# its own norm is scaled by it), which the loop does not apply: 1e-5 of the guard + float32
+# rounding (up to 1.0e-5 more through a two-layer bidirectional GRU, measured; their float64
+# twins are exact to 1e-9)
 @pytest.mark.parametrize("name,build", fast_configs(), ids=[c[0] for c in fast_configs()])
 def test_fast_grid_in_float32(name, build):
-    assert compare(*_as_float32(*build()), rtol=2e-5) == "exact"
+    assert compare(*_as_float32(*build()), rtol=5e-5) == "exact"
 
 
 @pytest.mark.slow
 def test_full_grid_in_float32():
     for _, build in all_configs():
-        assert compare(*_as_float32(*build()), rtol=2e-5) in ("exact", "refused")
+        assert compare(*_as_float32(*build()), rtol=5e-5) in ("exact", "refused")
 
 
 def _mse(out, y):
