@@ -142,3 +142,16 @@ def test_grid_search_checks_each_candidates_relation(monkeypatch):
     monkeypatch.setattr(PrivateGridSearchCV, "_planned_relation", lambda self: "add-remove")
     with pytest.raises(ValueError, match="do not imply the search's 'add-remove' guarantee"):
         search.fit(X, y)
+
+
+def test_a_public_refusal_reserves_nothing():
+    """delta >= 1/N is refused from public values before the budget is touched (issue 33)."""
+    X, y = _data(2000)
+    budget = PrivacyBudget(1.5, 1e-2)
+    with pytest.raises(ValueError, match="allow_large_delta"):
+        DPLinearRegression(epsilon=0.99, delta=1e-3, budget=budget).fit(X, y)
+    assert budget.spent.epsilon == 0.0 and budget.charges == ()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        DPLinearRegression(epsilon=0.99, delta=1e-5, random_state=0, budget=budget).fit(X, y)
+    assert 0.0 < budget.spent.epsilon <= 1.5

@@ -3,7 +3,8 @@
 Every subclass's ``fit`` is wrapped (:meth:`PrivateEstimator.__init_subclass__`) so that, in this
 order and before the data are read:
 
-1. the parameters are validated (nothing is charged for a typo);
+1. the parameters are validated, and the checks on public values (the parameters and the number
+   of rows, e.g. delta >= 1/N) run (nothing is charged for a typo or a public refusal);
 2. :func:`privopt._leak.check_for_leaks` warns when the fit is driven by a non-private pipeline
    step or a scikit-learn routine that refits it on the same rows;
 3. with ``budget=`` a :class:`~privopt.accounting.PrivacyBudget`, the fit's planned charge (its
@@ -11,6 +12,10 @@ order and before the data are read:
    or :class:`~privopt.accounting.BudgetExceededError` is raised: only the parameters are read,
    never X. After the fit the reservation is completed with the fit's ledger (the ledger handed
    to :meth:`PrivateEstimator._generator`), so the budget composes the events that ran.
+4. the fit must run under the relation planned in 3 (else it is withheld); a fit that raises
+   leaves the estimator as it was before (no fitted attribute), and its reservation keeps the
+   planned charge (the failure may depend on the data).
+5. the report lists the estimator's ``_private_outputs`` (attributes computed from releases).
 
 The wrapper also makes the column names of a DataFrame available to
 :func:`resolve_feature_bounds` (``feature_bounds`` as a dict by column name).
@@ -235,14 +240,17 @@ def _guarded(fit):
     def guarded_fit(self, X, *args, **kwargs):
         self._validate_params()
         check_for_leaks(self, stacklevel=3)
+        dask_input = is_dask_input(X)  # issue 19: len() of a Dask frame would read it all
+        sized = hasattr(X, "__len__") and not dask_input
+        n_rows = _num_samples(X) if sized else None
+        if n_rows is not None:
+            self._check_public(n_rows)  # refusals on public values: nothing reserved yet
         reservation = self._reserve_budget()
         columns = getattr(X, "columns", None)
         names = None
         if columns is not None and all(isinstance(c, str) for c in columns):
             names = tuple(columns)
-        dask_input = is_dask_input(X)  # issue 19: len() of a Dask frame would read it all
-        sized = hasattr(X, "__len__") and not dask_input
-        context = _FitContext(names, _num_samples(X) if sized else None)
+        context = _FitContext(names, n_rows)
         token = _CONTEXT.set(context)
         state = dict(self.__dict__)  # restored if the fit fails: no fitted attribute is left
         try:
@@ -288,6 +296,10 @@ class PrivateEstimator(BaseEstimator):
         if isinstance(report, PrivacyReport):
             present = tuple(a for a in self._private_outputs if hasattr(self, a.split(".")[0]))
             self.privacy_report_ = dataclasses.replace(report, private_outputs=present)
+
+    def _check_public(self, n_rows: int) -> None:
+        """Refusals that depend on the parameters and the public number of rows only; run
+        before a budget is reserved, so a refused fit costs nothing (subclasses extend)."""
 
     def _check_ran_as_planned(self, ledgers: list[PrivacyLedger]) -> None:
         """The relation the fit was accounted under is the one planned before the data were

@@ -257,6 +257,9 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             )
         return self._finish_fit(method, w, trace, info, reasons, bounds, ledger)
 
+    def _check_public(self, n_rows: int) -> None:
+        check_delta_for_rows(self.delta, n_rows, allow_large=self.allow_large_delta)
+
     def _start_fit(self, method: str, d: int) -> tuple:
         """(ledger, rng, mu, public bounds or None): the start of every fit (in memory or on
         Dask), before any row is read."""
