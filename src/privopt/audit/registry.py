@@ -187,10 +187,12 @@ def audit_algorithm(
             seed=seed,
         )
         bound = float(one_run.epsilon_lower_bound)
-        kind = (
-            f"one-run f-DP (Mahloujifar et al. 2024), {one_run.canaries} white-box canaries "
-            "in the estimator's releases"
+        test = (
+            "one-run (Steinke et al. 2023; amplified claim)"
+            if pipeline.amplified
+            else "one-run f-DP (Mahloujifar et al. 2024)"
         )
+        kind = f"{test}, {one_run.canaries} white-box canaries in the estimator's releases"
         details = {"guesses": one_run.guesses, "correct": one_run.correct}
         description = pipeline.describe()
     else:
