@@ -35,3 +35,38 @@ def test_no_module_over_600_lines():
         if (n := len(path.read_text().splitlines())) > 600
     }
     assert long == {}
+
+
+#: batch strategies: the plan calls their methods (event, check_plan, noise_scale), never
+#: switches on their type (issue 28)
+STRATEGIES = {
+    "PoissonSampling",
+    "CyclicPoissonSampling",
+    "FixedBatches",
+    "SampledWithoutReplacement",
+    "SinglePass",
+    "Rounds",
+}
+
+
+def test_the_plan_never_dispatches_on_the_batch_strategy():
+    offenders = []
+    for name in ("training/plan.py", "training/loop.py"):
+        tree = ast.parse((SOURCE / name).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "isinstance":
+                named = {n.id for n in ast.walk(node.args[1]) if isinstance(n, ast.Name)}
+                if named & STRATEGIES:
+                    offenders.append(f"{name}:{node.lineno}")
+    assert offenders == []
+
+
+def test_the_replace_one_factor_is_written_once():
+    """The relation's factor on a contribution lives in Neighbouring.contribution_factor."""
+    offenders = []
+    for path in SOURCE.rglob("*.py"):
+        text = path.read_text()
+        for pattern in ("REPLACE_ONE else 1", '== "replace-one" else 1'):
+            if pattern in text and path.name != "events.py":
+                offenders.append(f"{path.relative_to(SOURCE)}: {pattern}")
+    assert offenders == []

@@ -78,6 +78,14 @@ class Neighbouring(StrEnum):
             ),
         }[self]
 
+    @property
+    def contribution_factor(self) -> float:
+        """What the relation does to a clipped contribution's l2 sensitivity: 2 for replace-one
+        (a record of norm <= G replaced by another moves a sum by up to 2 G), 1 for zero-out
+        and add/remove (one contribution of norm <= G appears or vanishes). The only place
+        this factor is written."""
+        return 2.0 if self is Neighbouring.REPLACE_ONE else 1.0
+
     @classmethod
     def parse(cls, value: Neighbouring | str) -> Neighbouring:
         if isinstance(value, Neighbouring):

@@ -71,7 +71,12 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.accounting import ApproxDPEvent, PrivacyLedger, calibrate_gaussian_sigma
+from privopt.accounting import (
+    ApproxDPEvent,
+    Neighbouring,
+    PrivacyLedger,
+    calibrate_gaussian_sigma,
+)
 from privopt.algorithms.ftrl_sigma_setup import (
     ResidualLevels,
     all_finite,
@@ -150,7 +155,7 @@ def calibrate_ftrl_sigma_tau(
 def _unit_sensitivity(neighbouring: str) -> float:
     if neighbouring not in NEIGHBOURING:
         raise ValueError(f"Expected neighbouring in {NEIGHBOURING}, got {neighbouring!r}.")
-    return 2.0 if neighbouring == "replace-one" else 1.0
+    return Neighbouring.parse(neighbouring).contribution_factor
 
 
 def public_clip_constant(public_X: np.ndarray, covariance: Any) -> float:

@@ -29,12 +29,22 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_sample_rate
-from privopt.noise import Participation
+from privopt.accounting import (
+    GaussianEvent,
+    Neighbouring,
+    PoissonSampledGaussianEvent,
+    PrivacyEvent,
+    SampledGaussianEvent,
+)
+from privopt.noise import Mechanism, Participation, cyclic_poisson_event
+
+if TYPE_CHECKING:  # the plan calls its strategy; the strategy reads the plan's public fields
+    from privopt.training.plan import TrainingPlan
 
 #: indices of one-row sampling are drawn this many steps at a time
 _INDEX_BLOCK = 4096
@@ -48,8 +58,15 @@ __all__ = [
     "Rounds",
     "SampledWithoutReplacement",
     "SinglePass",
+    "is_independent",
     "shuffled_pass",
 ]
+
+
+def is_independent(mechanism: Mechanism) -> bool:
+    """B = I: one fresh noise source per step (checked on the materialised decoder)."""
+    b = mechanism.decoder_matrix(4)
+    return b.shape == (4, 4) and bool(np.array_equal(b, np.eye(4)))
 
 
 #: how a strategy's public field is checked (and replaced by its checked value), by field name:
@@ -75,10 +92,48 @@ def _records_per(n: int, k: int, name: str) -> int:
 
 
 class BatchStrategy(ABC):
-    """Public description of how steps read records (see the module table)."""
+    """Public description of how steps read records (see the module table).
+
+    A strategy also owns its part of the privacy analysis: :meth:`event` builds the run's
+    event from the plan's public fields, :meth:`check_plan` refuses the combinations its
+    analysis does not cover, :meth:`noise_scale` scales the noise std. The plan calls them; it
+    never switches on the strategy's type.
+    """
 
     #: short name used in reports
     name: str = "batches"
+    #: analysed with a private threshold per step (seed 000's DP-STAT, seed 003's RESIDUALEST)
+    admits_private_threshold: ClassVar[bool] = False
+    #: analysed with quantile adaptive clipping (Andrew et al. 2021)
+    admits_adaptive_clipping: ClassVar[bool] = False
+    #: every step reads its own disjoint rows: step t is the data partition ``partition(t)``
+    #: and the steps compose in parallel
+    disjoint_steps: ClassVar[bool] = False
+    #: the run is accounted as one Gaussian mechanism C G + W (correlated noise of any kind)
+    accounts_correlated_noise: ClassVar[bool] = False
+
+    def check_plan(self, plan: TrainingPlan, independent_noise: bool) -> None:
+        """Refuse a plan (mechanism, relation, clip source) this strategy's analysis does not
+        cover; public fields only. Default: nothing to refuse."""
+        return None
+
+    def event(self, plan: TrainingPlan, noise_multiplier: float) -> PrivacyEvent:
+        """The run's privacy event at ``noise_multiplier`` (sigma), from the plan's fields.
+
+        Default (a fixed participation pattern): the run is one Gaussian mechanism C G + W
+        (Choquette-Choo et al. 2023, Sec. 2) with l2 sensitivity f G s, s the mechanism's unit
+        sensitivity for the participation pattern and f the relation's contribution factor,
+        and noise std sigma G.
+        """
+        return GaussianEvent(
+            plan.sensitivity,
+            noise_multiplier * plan.clip_norm,
+            label=f"{plan.label} ({plan.mechanism.name})",
+        )
+
+    def noise_scale(self, plan: TrainingPlan) -> float:
+        """Factor on the noise std sigma G of each step (1 unless the analysis rescales C)."""
+        return 1.0
 
     def _check(self, *fields: str) -> None:
         """Replace each named field by its checked value (:data:`_FIELD_CHECKS`; frozen-safe)."""
@@ -122,6 +177,8 @@ class PoissonSampling(BatchStrategy):
     num_steps: int
     name: str = "poisson sampling"
 
+    admits_adaptive_clipping: ClassVar[bool] = True
+
     def __post_init__(self) -> None:
         self._check("sample_rate", "num_steps")
 
@@ -156,6 +213,16 @@ class PoissonSampling(BatchStrategy):
             # independent Bernoulli(q) inclusions have the law "size ~ Bin(n, q), then a uniform
             # subset of that size", which costs O(batch) instead of O(n)
             yield rng.choice(n, size=rng.binomial(n, self.sample_rate), replace=False)
+
+    def check_plan(self, plan: TrainingPlan, independent_noise: bool) -> None:
+        _refuse_correlated_noise(self, plan, independent_noise)
+        _require_relation(self, plan, Neighbouring.ZERO_OUT, _POISSON_RELATION)
+
+    def event(self, plan: TrainingPlan, noise_multiplier: float) -> PrivacyEvent:
+        """T steps of the Poisson-subsampled Gaussian (Abadi et al. 2016; dp_accounting)."""
+        return PoissonSampledGaussianEvent(
+            noise_multiplier, self.sample_rate, count=self.num_steps, label=plan.label
+        )
 
     def describe(self, n: int) -> str:
         return (
@@ -193,6 +260,42 @@ class CyclicPoissonSampling(BatchStrategy):
     def divisor(self, n: float) -> float:
         return self.sample_rate * (int(n) // self.groups)
 
+    def check_plan(self, plan: TrainingPlan, independent_noise: bool) -> None:
+        bands = 1 if independent_noise else getattr(plan.mechanism, "bands", None)
+        if bands is None or bands > self.groups:
+            raise ValueError(
+                "Cyclic Poisson sampling is analysed for banded mechanisms with at most "
+                f"`groups` bands (got {plan.mechanism.name}, groups={self.groups}); "
+                "use privopt.noise.optimize_banded_toeplitz or column_normalized_banded."
+            )
+        if plan.adaptive_clipping is not None:
+            raise ValueError("Adaptive clipping is not analysed with cyclic Poisson sampling.")
+        _require_relation(self, plan, Neighbouring.ZERO_OUT, _POISSON_RELATION)
+
+    def event(self, plan: TrainingPlan, noise_multiplier: float) -> PrivacyEvent:
+        """Independent noise: one part's ceil(T / groups) Poisson-sampled Gaussian steps;
+        banded noise: :func:`privopt.noise.cyclic_poisson_event` (Choquette-Choo et al. 2023,
+        Thm 4)."""
+        steps = plan.steps
+        if is_independent(plan.mechanism):  # B = I: one part's steps, DP-SGD's event
+            count = math.ceil(steps / self.groups)
+            return PoissonSampledGaussianEvent(
+                noise_multiplier, self.sample_rate, count=count, label=plan.label
+            )
+        return cyclic_poisson_event(
+            plan.mechanism,
+            steps,
+            groups=self.groups,
+            sample_rate=self.sample_rate,
+            noise_multiplier=noise_multiplier,
+            label=f"{plan.label} ({plan.mechanism.name}, cyclic Poisson)",
+        )
+
+    def noise_scale(self, plan: TrainingPlan) -> float:
+        """The mechanism's largest column norm: the rescaled C has unit columns, as the
+        amplification theorem needs."""
+        return plan.mechanism.sensitivity(plan.steps)
+
     def schedule(self, n: int, rng: np.random.Generator) -> Iterator[np.ndarray]:
         size = self.part_size(n)
         parts = rng.permutation(n)[: size * self.groups].reshape(self.groups, size)
@@ -222,6 +325,9 @@ class FixedBatches(BatchStrategy):
     batch_size: int
     epochs: int = 1
     name: str = "fixed batches"
+    admits_private_threshold: ClassVar[bool] = True
+    admits_adaptive_clipping: ClassVar[bool] = True
+    accounts_correlated_noise: ClassVar[bool] = True
 
     def __post_init__(self) -> None:
         self._check("batch_size", "epochs")
@@ -319,6 +425,27 @@ class SampledWithoutReplacement(BatchStrategy):
     def __post_init__(self) -> None:
         self._check("sample_size", "num_steps")
 
+    def check_plan(self, plan: TrainingPlan, independent_noise: bool) -> None:
+        _refuse_correlated_noise(self, plan, independent_noise)
+        _require_relation(
+            self,
+            plan,
+            Neighbouring.REPLACE_ONE,
+            "Sampling without replacement is accounted under replace-one neighbours; use "
+            "neighbouring='replace-one'.",
+        )
+
+    def event(self, plan: TrainingPlan, noise_multiplier: float) -> PrivacyEvent:
+        """T steps of the uniformly sampled Gaussian (Wang, Balle & Kasiviswanathan 2019), whose
+        multiplier is against the replace-one sensitivity f G: sigma / f."""
+        return SampledGaussianEvent(
+            noise_multiplier / plan.relation_factor,
+            population=plan.num_records,
+            sample_size=self.sample_size,
+            count=self.num_steps,
+            label=plan.label,
+        )
+
     def steps(self, n: int) -> int:
         return self.num_steps
 
@@ -378,6 +505,15 @@ class Rounds(BatchStrategy):
     stat_size: int = 0
     shuffle: str = "rows"
     name: str = "rounds"
+    admits_private_threshold: ClassVar[bool] = True
+    disjoint_steps: ClassVar[bool] = True
+
+    def check_plan(self, plan: TrainingPlan, independent_noise: bool) -> None:
+        if not independent_noise:
+            raise ValueError(
+                "Rounds compose in parallel only with independent noise; got "
+                f"{plan.mechanism.name}."
+            )
 
     def __post_init__(self) -> None:
         self._check("num_rounds", "batch_size", "stat_size")
@@ -433,3 +569,24 @@ class Rounds(BatchStrategy):
             f"{self.batch_size} gradient rows from {how} (each record in at most one round: "
             "parallel composition over rounds)"
         )
+
+
+_POISSON_RELATION = (
+    "Poisson sampling is accounted under zero-out neighbours (dp_accounting's add/remove "
+    "analysis); use neighbouring='zero-out'."
+)
+
+
+def _refuse_correlated_noise(strategy: BatchStrategy, plan: TrainingPlan, independent: bool):
+    if not independent:
+        raise ValueError(
+            f"{plan.mechanism.name} noise with {strategy.name}: amplification by sampling is "
+            "not analysed for correlated noise here; use FixedBatches."
+        )
+
+
+def _require_relation(
+    strategy: BatchStrategy, plan: TrainingPlan, relation: Neighbouring, message: str
+) -> None:
+    if plan.neighbouring is not relation:
+        raise ValueError(message)

@@ -195,7 +195,7 @@ def execute(
         # disjoint rounds compose in parallel: a record pays for one round's releases
         charged = [
             e for e, part in recorded
-            if not isinstance(plan.batches, Rounds) or part == Rounds.partition(0)
+            if not plan.batches.disjoint_steps or part == Rounds.partition(0)
         ]  # fmt: skip
         budget.charge(charged, neighbouring=plan.neighbouring, label=f"training plan {event!r}")
     p = parameter_count(model, X, w0)
@@ -233,7 +233,7 @@ def execute(
         averager,
         w,
         callback,
-        single_row=plan.batches.rows_per_step == 1 and not isinstance(plan.batches, Rounds),
+        single_row=plan.batches.rows_per_step == 1 and not plan.batches.disjoint_steps,
         adaptive=adaptive,
     )
     for release, part in recorded:

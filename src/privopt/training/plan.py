@@ -40,26 +40,20 @@ from __future__ import annotations
 
 import dataclasses
 import functools
-import math
 from collections.abc import Hashable
 from dataclasses import dataclass, field
 from typing import Any
-
-import numpy as np
 
 from privopt._validate import check_count, check_positive
 from privopt.accounting import (
     GaussianEvent,
     Neighbouring,
-    PoissonSampledGaussianEvent,
     PrivacyEvent,
-    SampledGaussianEvent,
 )
 from privopt.noise import (
     Mechanism,
     Participation,
     as_step_noise,
-    cyclic_poisson_event,
     independent,
 )
 from privopt.training.adaptive import (
@@ -67,23 +61,10 @@ from privopt.training.adaptive import (
     adjusted_gradient_multiplier,
     warn_if_costly,
 )
-from privopt.training.batching import (
-    BatchStrategy,
-    CyclicPoissonSampling,
-    FixedBatches,
-    PoissonSampling,
-    Rounds,
-    SampledWithoutReplacement,
-)
+from privopt.training.batching import BatchStrategy, Rounds, is_independent
 from privopt.training.calibrate import calibrate_noise_multiplier
 
 __all__ = ["TrainingPlan"]
-
-
-def _is_independent(mechanism: Mechanism) -> bool:
-    """B = I: one fresh noise source per step (checked on the materialised decoder)."""
-    b = mechanism.decoder_matrix(4)
-    return b.shape == (4, 4) and bool(np.array_equal(b, np.eye(4)))
 
 
 @dataclass(frozen=True)
@@ -152,7 +133,8 @@ class TrainingPlan:
         self._check_combination()
 
     def _check_combination(self) -> None:
-        independent_noise = _is_independent(self.mechanism)
+        """Refuse what no analysis covers: the clip source's own rules here, the batch
+        strategy's in :meth:`~privopt.training.batching.BatchStrategy.check_plan`."""
         if self.private_threshold is not None:
             if self.adaptive_clipping is not None or self.analysis is not None:
                 raise ValueError("A private threshold uses the plan's own analysis, alone.")
@@ -161,64 +143,28 @@ class TrainingPlan:
                     "With a private threshold the gradient stream runs at the unit clip: "
                     f"use clip_norm=1.0, got {self.clip_norm!r}."
                 )
-            if not isinstance(self.batches, FixedBatches | Rounds):
+            if not self.batches.admits_private_threshold:
                 raise ValueError("Private thresholds are analysed for rounds and fixed batches.")
             if getattr(self.private_threshold, "needs_stat_rows", False) and not (
-                isinstance(self.batches, Rounds) and self.batches.stat_size > 0
+                getattr(self.batches, "stat_size", 0) > 0
             ):
                 raise ValueError(
                     "This threshold is computed from each round's own stat rows: use "
                     "Rounds(..., stat_size > 0)."
                 )
-        if isinstance(self.batches, Rounds) and not independent_noise:
-            raise ValueError(
-                "Rounds compose in parallel only with independent noise; got "
-                f"{self.mechanism.name}."
-            )
         if self.adaptive_clipping is not None:
             if not isinstance(self.adaptive_clipping, QuantileClipping):
                 raise ValueError(
                     "adaptive_clipping must be a QuantileClipping, got "
                     f"{type(self.adaptive_clipping).__name__}."
                 )
-            if not isinstance(self.batches, PoissonSampling | FixedBatches):
+            if not self.batches.admits_adaptive_clipping:
                 raise ValueError(
                     "Adaptive clipping is analysed for Poisson sampling and fixed batches."
                 )
             if self.analysis is not None:
                 raise ValueError("Adaptive clipping uses the plan's own analysis.")
-        if isinstance(self.batches, CyclicPoissonSampling):
-            bands = 1 if independent_noise else getattr(self.mechanism, "bands", None)
-            if bands is None or bands > self.batches.groups:
-                raise ValueError(
-                    "Cyclic Poisson sampling is analysed for banded mechanisms with at most "
-                    f"`groups` bands (got {self.mechanism.name}, groups={self.batches.groups}); "
-                    "use privopt.noise.optimize_banded_toeplitz or column_normalized_banded."
-                )
-            if self.adaptive_clipping is not None:
-                raise ValueError("Adaptive clipping is not analysed with cyclic Poisson sampling.")
-        if isinstance(self.batches, PoissonSampling | SampledWithoutReplacement):
-            if not independent_noise:
-                raise ValueError(
-                    f"{self.mechanism.name} noise with {self.batches.name}: amplification by "
-                    "sampling is not analysed for correlated noise here; use FixedBatches."
-                )
-        if (
-            isinstance(self.batches, PoissonSampling | CyclicPoissonSampling)
-            and self.neighbouring is not Neighbouring.ZERO_OUT
-        ):
-            raise ValueError(
-                "Poisson sampling is accounted under zero-out neighbours (dp_accounting's "
-                "add/remove analysis); use neighbouring='zero-out'."
-            )
-        if (
-            isinstance(self.batches, SampledWithoutReplacement)
-            and self.neighbouring is not Neighbouring.REPLACE_ONE
-        ):
-            raise ValueError(
-                "Sampling without replacement is accounted under replace-one neighbours; use "
-                "neighbouring='replace-one'."
-            )
+        self.batches.check_plan(self, is_independent(self.mechanism))
 
     # -- derived public quantities --------------------------------------------------------------
     @property
@@ -239,10 +185,7 @@ class TrainingPlan:
         """Std of the noise on each step's clipped sum (per coordinate and noise source); under
         cyclic Poisson sampling, times the mechanism's largest column norm (so the rescaled C
         has unit columns, as the amplification theorem needs)."""
-        std = self._require_noise() * self.clip_norm
-        if isinstance(self.batches, CyclicPoissonSampling):
-            std *= self.mechanism.sensitivity(self.steps)
-        return std
+        return self._require_noise() * self.clip_norm * self.batches.noise_scale(self)
 
     @property
     def count_noise_std(self) -> float:
@@ -260,7 +203,7 @@ class TrainingPlan:
         z = self._require_noise()
         if self.adaptive_clipping is None:
             return z
-        if isinstance(self.batches, PoissonSampling):
+        if self.participation is None:  # Poisson sampling (amplified, no pattern)
             ratio = 1.0  # both streams are per-step independent noise on one sample
         else:
             ratio = independent().sensitivity(self.steps, self.participation) / (
@@ -274,7 +217,7 @@ class TrainingPlan:
         """The releases of an adaptive plan as separate Gaussian mechanisms (fixed batches):
         the unit-clip gradient stream and the count stream. Their exact GDP composition is
         ``event()``'s mu: a brute-force check of the adjustment (tests)."""
-        if self.adaptive_clipping is None or not isinstance(self.batches, FixedBatches):
+        if self.adaptive_clipping is None or self.participation is None:
             return (self.event(),)
         f = self.relation_factor
         s_i = independent().sensitivity(self.steps, self.participation)
@@ -285,8 +228,9 @@ class TrainingPlan:
 
     @property
     def relation_factor(self) -> float:
-        """Factor of the neighbouring relation on a clipped contribution: 2 for replace-one."""
-        return 2.0 if self.neighbouring is Neighbouring.REPLACE_ONE else 1.0
+        """Factor of the neighbouring relation on a clipped contribution: 2 for replace-one
+        (:attr:`~privopt.accounting.Neighbouring.contribution_factor`)."""
+        return self.neighbouring.contribution_factor
 
     @functools.cached_property
     def unit_sensitivity(self) -> float:
@@ -319,37 +263,11 @@ class TrainingPlan:
         return self._event(sigma)
 
     def _event(self, sigma: float) -> PrivacyEvent:
+        """The analysis's event if the plan has one (a paper's theorem for this mechanism),
+        else the batch strategy's (:meth:`~privopt.training.batching.BatchStrategy.event`)."""
         if self.analysis is not None:
             return self.analysis.event(self, sigma)
-        if isinstance(self.batches, CyclicPoissonSampling):
-            if _is_independent(self.mechanism):  # B = I: one part's steps, DP-SGD's event
-                count = math.ceil(self.steps / self.batches.groups)
-                return PoissonSampledGaussianEvent(
-                    sigma, self.batches.sample_rate, count=count, label=self.label
-                )
-            return cyclic_poisson_event(
-                self.mechanism,
-                self.steps,
-                groups=self.batches.groups,
-                sample_rate=self.batches.sample_rate,
-                noise_multiplier=sigma,
-                label=f"{self.label} ({self.mechanism.name}, cyclic Poisson)",
-            )
-        if isinstance(self.batches, PoissonSampling):
-            return PoissonSampledGaussianEvent(
-                sigma, self.batches.sample_rate, count=self.steps, label=self.label
-            )
-        if isinstance(self.batches, SampledWithoutReplacement):
-            return SampledGaussianEvent(
-                sigma / self.relation_factor,
-                population=self.num_records,
-                sample_size=self.batches.sample_size,
-                count=self.steps,
-                label=self.label,
-            )
-        return GaussianEvent(
-            self.sensitivity, sigma * self.clip_norm, label=f"{self.label} ({self.mechanism.name})"
-        )
+        return self.batches.event(self, sigma)
 
     def recorded_events(
         self, partition: Hashable | None = None
@@ -368,7 +286,7 @@ class TrainingPlan:
             if self.private_threshold is None
             else self.private_threshold.events(steps, Rounds.partition)
         )
-        if not isinstance(self.batches, Rounds):
+        if not self.batches.disjoint_steps:
             return [(event, partition), *extra]
         by_round: dict[Hashable, list[PrivacyEvent]] = {}
         for release, part in extra:
@@ -416,7 +334,7 @@ class TrainingPlan:
                 + f"; initial clip {self.clip_norm:g}; gradients and counts together spend "
                 "the event of a fixed unit clip (privopt.training.adaptive)"
             )
-        if isinstance(self.batches, FixedBatches):
+        if self.batches.accounts_correlated_noise:
             out.append(
                 f"correlated noise {self.mechanism.name}: sensitivity "
                 f"{self.sensitivity:.6g} = {self.relation_factor:g} G x the mechanism's unit "
