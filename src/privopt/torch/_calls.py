@@ -32,6 +32,12 @@ innermost eligible call enclosing it hosts it; a host nested inside another host
 dropped (the outer replay covers it), so every use of p is covered by exactly one host call, and
 p's per-example gradient is the sum over its host calls. No eligible call: refused, naming the
 module, its type and the fix.
+
+**Packed calls.** A module called with a PackedSequence that returns one packed the same way
+(:func:`packed_leaves`: nn.RNN/GRU/LSTM, Opacus's DPRNN/DPGRU/DPLSTM) hosts its parameters by a
+replay per example on its own rows of the packed data. Calls nested inside it are never eligible:
+their rows are in the packed, length-sorted order, not the examples' (a step where every
+sequence is present has B rows that the probe cannot tell from a batch dimension).
 """
 
 from __future__ import annotations
@@ -73,15 +79,34 @@ def _has_packed(value) -> bool:
 
 
 def packed_leaves(call) -> set[int] | None:
-    """ids of the PackedSequence tensors of an nn.RNNBase call on packed input (None if not)."""
-    if not (isinstance(call.module, nn.RNNBase) and call.args):
+    """ids of the PackedSequence tensors of a *packed call* (None if not): a module called with
+    a PackedSequence first that returns ``(PackedSequence, ...)`` packed exactly as its input
+    (same ``batch_sizes`` and sort order), as nn.RNN/GRU/LSTM and their re-implementations
+    (Opacus's DPRNN/DPGRU/DPLSTM) do. Row r of the packed output then belongs to the example of
+    row r of the packed input, so the call can be replayed per example on its own rows."""
+    if not call.args:
         return None
     x, out = call.args[0], call.output
-    if not isinstance(x, PackedSequence) or not isinstance(out, tuple):
+    if not isinstance(x, PackedSequence) or not isinstance(out, tuple) or not out:
         return None
-    if not isinstance(out[0], PackedSequence):
+    y = out[0]
+    if not isinstance(y, PackedSequence) or not _same_packing(x, y):
         return None
-    return {id(t) for t in tensor_leaves((x, out[0]))}
+    return {id(t) for t in tensor_leaves((x, y))}
+
+
+def _same_packing(x: PackedSequence, y: PackedSequence) -> bool:
+    def same(a, b):
+        if a is None or b is None:
+            return a is None and b is None
+        return a.shape == b.shape and bool(torch.equal(a.cpu(), b.cpu()))
+
+    return (
+        x.data.shape[0] == y.data.shape[0]
+        and same(x.batch_sizes, y.batch_sizes)
+        and same(x.sorted_indices, y.sorted_indices)
+        and same(x.unsorted_indices, y.unsorted_indices)
+    )
 
 
 class LayoutError(ValueError):

@@ -28,8 +28,10 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+
 import torch
-from privopt.torch._calls import tensor_leaves
+from privopt.torch._calls import is_args, tensor_leaves
 from privopt.torch._fallback import is_cross_example
 from torch import nn
 
@@ -84,27 +86,56 @@ def _static(model: nn.Module) -> None:
         )
 
 
+def _unpack(x: PackedSequence):
+    padded, lengths = pad_packed_sequence(x, batch_first=True)
+    return padded, lengths
+
+
+def _repack(x: PackedSequence, padded, lengths) -> PackedSequence:
+    """Sequences packed as ``x`` is (sorted input stays sorted: lengths non-increasing)."""
+    return pack_padded_sequence(
+        padded, lengths, batch_first=True, enforce_sorted=x.sorted_indices is None
+    )
+
+
 def _rows(value: Any, batch: int, index) -> Any:
-    """Rows ``index`` (a slice or index tensor) of every tensor whose first size is ``batch``."""
+    """Rows ``index`` (a slice or index tensor) of every tensor whose first size is ``batch``
+    (of a PackedSequence: those sequences, packed the same way)."""
+    if isinstance(value, PackedSequence):
+        padded, lengths = _unpack(value)
+        return _repack(value, padded[index], lengths[index])
     if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
         return value[index]
-    if isinstance(value, tuple):
+    if is_args(value):
         return tuple(_rows(v, batch, index) for v in value)
     return value
 
 
 def _replace(value: Any, batch: int, j: int, k: int) -> Any:
     """Example j's rows replaced by example k's."""
+    if isinstance(value, PackedSequence):
+        padded, lengths = _unpack(value)
+        padded, lengths = padded.clone(), lengths.clone()
+        padded[j], lengths[j] = padded[k], lengths[k]
+        if value.sorted_indices is None:  # sorted input: keep the lengths non-increasing
+            order = torch.argsort(lengths, descending=True, stable=True)
+            padded, lengths = padded[order], lengths[order]
+        return _repack(value, padded, lengths)
     if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
         out = value.clone()
         out[j] = value[k]
         return out
-    if isinstance(value, tuple):
+    if is_args(value):
         return tuple(_replace(v, batch, j, k) for v in value)
     return value
 
 
 def _same(a: Any, b: Any, batch: int, j: int, k: int) -> bool:
+    if isinstance(a, PackedSequence):
+        padded, lengths = _unpack(a)
+        return bool(lengths[j] == lengths[k]) and torch.equal(padded[j], padded[k])
+    if is_args(a) and any(isinstance(v, PackedSequence) for v in a):
+        return all(_same(v, v, batch, j, k) for v in a)
     ta, tb = tensor_leaves(a), tensor_leaves(b)
     return all(
         not (x.dim() > 0 and x.shape[0] == batch) or torch.equal(x[j], x[k]) for x in ta
@@ -115,7 +146,7 @@ def _losses(model, loss_fn, inputs, targets, seed: int) -> torch.Tensor:
     devices = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
     with torch.random.fork_rng(devices=devices), torch.no_grad():
         torch.manual_seed(seed)
-        out = model(*inputs) if isinstance(inputs, tuple) else model(inputs)
+        out = model(*inputs) if is_args(inputs) else model(inputs)
         return loss_fn(out, targets).detach()
 
 
@@ -152,7 +183,7 @@ def _loop(model, loss_fn, inputs, targets, n: int, batch: int, clip: float | Non
     grads, norms = [], []
     for i in range(n):
         x, y = _rows(inputs, batch, slice(i, i + 1)), _rows(targets, batch, slice(i, i + 1))
-        out = model(*x) if isinstance(x, tuple) else model(x)
+        out = model(*x) if is_args(x) else model(x)
         loss = loss_fn(out, y).sum()
         found = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
         g = [
@@ -188,12 +219,13 @@ def check_model(
         return None
     if loss_fn is None:
         raise ValueError("check_model(model, loss_fn=..., sample=...) needs loss_fn with sample.")
-    from privopt.torch.clipping import GradientClipper, batch_size
+    from privopt.torch.clipping import GradientClipper, batch_size, refuse_unfollowable_inputs
 
     inputs, targets = sample
     batch = batch_size(inputs)
     if batch == 0:
         raise ValueError("check_model needs a sample with at least one example.")
+    refuse_unfollowable_inputs(model, inputs)  # named refusals before any perturbed forward
     tensors = tensor_leaves(inputs)
     ref = next((t for t in tensors if t.is_floating_point()), None)
     params = [p for p in model.parameters() if p.requires_grad]

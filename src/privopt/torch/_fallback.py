@@ -162,7 +162,8 @@ def _packed_rows(packed: PackedSequence, batch: int) -> list[torch.Tensor]:
 
 
 def _packed_use(self, names, call, grads):
-    """nn.RNN/GRU/LSTM on a PackedSequence: a loop over the examples, each sequence packed
+    """A packed call (nn.RNN/GRU/LSTM or a re-implementation) on a PackedSequence: a loop over
+    the examples, each sequence packed
     alone (its rows of the packed data, in time order); the output gradient of its rows of the
     packed output, and of its column of the hidden states (probed batch dimension)."""
     x, rest = call.args[0], call.args[1:]
@@ -187,13 +188,30 @@ def _packed_use(self, names, call, grads):
         args, kwargs = tree_unflatten(leaves, rest_spec)
         with torch.enable_grad():
             out = functional_call(self.module, ps, (seq, *args), kwargs)
+            if not (
+                isinstance(out, tuple)
+                and isinstance(out[0], PackedSequence)
+                and out[0].data.shape[0] == len(rows[i])
+                and len(tensor_leaves(out[1:])) == len(hidden_grads)
+            ):
+                raise LayoutError(
+                    f"{call.label} replayed on one packed sequence did not return it packed the "
+                    "same way (one output row per input row) with the same outputs; privopt.torch "
+                    "refuses the layer. Pass it a padded tensor instead of a PackedSequence."
+                )
             total = 0
             if g_data is not None:
                 total = total + (out[0].data * g_data[rows[i]].to(out[0].data.dtype)).sum()
             hidden = tensor_leaves(out[1:])
             for h, g, d in zip(hidden, hidden_grads, hidden_dims, strict=True):
                 if g is not None:
-                    total = total + (h * g.narrow(d, i, 1).to(h.dtype)).sum()
+                    g = g.narrow(d, i, 1)
+                    if h.shape != g.shape:  # never a broadcast
+                        raise LayoutError(
+                            f"{call.label} replayed on one packed sequence returned a state of "
+                            f"shape {tuple(h.shape)}, expected {tuple(g.shape)}; refused."
+                        )
+                    total = total + (h * g.to(h.dtype)).sum()
             found = (
                 torch.autograd.grad(total, list(ps.values()), allow_unused=True)
                 if isinstance(total, torch.Tensor)

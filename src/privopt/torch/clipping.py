@@ -195,6 +195,7 @@ class GradientClipper:
             with rec.recording():
                 outputs = self._forward(inputs)
                 losses = loss_fn(outputs, targets)
+            _refuse_bag_offsets(rec.calls, inputs)
             if not isinstance(losses, torch.Tensor) or tuple(losses.shape) != (batch,):
                 raise ValueError(
                     f"loss_fn must return one loss per example (shape ({batch},), e.g. "
@@ -238,7 +239,10 @@ class GradientClipper:
         """Why ``call`` cannot host per-example gradients (None: it can)."""
         packed = packed_leaves(call)
         if packed is None and any(_has_packed(v) for v in (call.args, call.kwargs, call.output)):
-            return "it takes or returns a PackedSequence (supported for nn.RNN/GRU/LSTM only)"
+            return (
+                "it takes or returns a PackedSequence other than as a packed call (a "
+                "PackedSequence first, returned packed the same way first, as nn.LSTM does)"
+            )
         packed = packed or set()
         for t, d in zip(call.inputs, call.in_dims, strict=True):
             if id(t) in packed:
@@ -261,7 +265,13 @@ class GradientClipper:
 
         def why(k):
             if k not in eligible:
-                eligible[k] = self._why_not(calls[k])
+                packed = next(
+                    (j for j in list(chain(k))[1:] if packed_leaves(calls[j]) is not None), None
+                )
+                if packed is not None:  # its rows are in the packed (length-sorted) order
+                    eligible[k] = f"it runs inside the packed call of {calls[packed].label}"
+                else:
+                    eligible[k] = self._why_not(calls[k])
             return eligible[k]
 
         def chain(k):
@@ -443,6 +453,44 @@ class GradientClipper:
             if p.requires_grad
         }
         return out, unclipped
+
+
+def _refuse_bag_offsets(calls, inputs) -> None:
+    """An EmbeddingBag given a 1-D input and offsets straight from the model's inputs: its bags
+    (the examples) are runs of the 1-D input, not rows of a batch dimension, so neither the batch
+    size nor a probe with one more example can be read from the inputs. Refused by name."""
+    given = {id(t) for t in tensor_leaves(inputs)}
+    for c in calls:
+        if not isinstance(c.module, nn.EmbeddingBag) or not c.args:
+            continue
+        x = c.args[0]
+        offsets = c.args[1] if len(c.args) > 1 else c.kwargs.get("offsets")
+        if not isinstance(x, torch.Tensor) or x.dim() != 1 or offsets is None:
+            continue
+        if id(x) in given or id(offsets) in given:
+            raise LayoutError(
+                f"{c.label} takes a 1-D input with offsets from the model's inputs: its bags, the "
+                "examples, are runs of that 1-D tensor rather than rows of a batch dimension, so "
+                "privopt.torch cannot tell them apart (it reads the batch as the first dimension "
+                "of every input tensor). Pass the bags as a 2-D (B, L) tensor padded with "
+                "padding_idx (nn.EmbeddingBag(..., padding_idx=p); exact in every mode), or with "
+                "per_sample_weights (B, L) zero on the padding (mode='sum'), or build the 1-D "
+                "input and offsets inside the model from a batch-first input."
+            )
+
+
+def refuse_unfollowable_inputs(model: nn.Module, inputs: Any) -> None:
+    """One forward (no gradient) recording the module calls, to refuse by name an input form
+    whose examples cannot be read from the inputs (EmbeddingBag offsets); no-op otherwise."""
+    trainable = {id(p): p for p in model.parameters() if p.requires_grad}
+    recorder = CallRecorder(model, trainable)
+    try:
+        with torch.no_grad(), recorder.recording():
+            model(*inputs) if is_args(inputs) else model(inputs)
+        _refuse_bag_offsets(recorder.calls, inputs)
+    finally:
+        recorder.clear()
+        recorder.remove()
 
 
 def _grad_dtype(use) -> torch.dtype | None:
