@@ -70,3 +70,23 @@ def test_the_replace_one_factor_is_written_once():
             if pattern in text and path.name != "events.py":
                 offenders.append(f"{path.relative_to(SOURCE)}: {pattern}")
     assert offenders == []
+
+
+#: where a calibration may search (issue 28): the accounting package and the one calibration
+SEARCH_ALLOWED = ("accounting", "training/calibrate.py")
+#: packages outside privopt's calibration that search for other things (audit lower bounds,
+#: experiment sizes, noise-shape tuning, theory programs)
+SEARCH_ELSEWHERE = ("audit", "experiments", "noise/tuning.py", "theory")
+
+
+def test_no_calibration_search_outside_accounting():
+    offenders = []
+    for path in SOURCE.rglob("*.py"):
+        relative = str(path.relative_to(SOURCE))
+        if relative.startswith(SEARCH_ALLOWED + SEARCH_ELSEWHERE):
+            continue
+        text = path.read_text()
+        for pattern in ("brentq", "root_scalar", "bisect", "for _ in range(60)"):
+            if pattern in text.replace("bisects a noise parameter", ""):
+                offenders.append(f"{relative}: {pattern}")
+    assert offenders == []

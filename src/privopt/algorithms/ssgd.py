@@ -26,7 +26,7 @@ import numpy as np
 
 from privopt._validate import check_count, check_design, check_positive, check_probability
 from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, shuffled_gaussian_guarantee
-from privopt.accounting._search import feasible_boundary
+from privopt.accounting._search import feasible_boundary, smallest_feasible_multiplier
 from privopt.algorithms.result import FitTrace
 from privopt.training import SGD, FixedBatches, TrainingPlan, execute, shuffled_pass
 
@@ -50,7 +50,7 @@ def _epsilon_or_inf(alpha: float, n: int, delta: float) -> float:
 
 
 def max_ssgd_epsilon(n: int, delta: float) -> float:
-    """Largest central epsilon the FMT21 closed form can certify for n records (by bisection)."""
+    """Largest central epsilon the FMT21 closed form can certify for n records (the validity edge of alpha, by the verified search)."""
     n = check_count("n", n)
     delta = check_probability("delta", delta)
     # The smallest valid alpha gives the largest certifiable epsilon.
@@ -59,14 +59,13 @@ def max_ssgd_epsilon(n: int, delta: float) -> float:
         hi *= 2.0
         if hi > _MAX_ALPHA:
             return 0.0
-    lo = hi / 2.0
-    for _ in range(60):
-        mid = (lo + hi) / 2.0
-        if math.isinf(_epsilon_or_inf(mid, n, delta)):
-            lo = mid
-        else:
-            hi = mid
-    return _epsilon_or_inf(hi, n, delta)
+    # the validity edge of alpha (a step from invalid to valid), verified on the valid side
+    alpha = feasible_boundary(
+        lambda a: -1.0 if math.isfinite(_epsilon_or_inf(a, n, delta)) else 1.0,
+        good=hi,
+        bad=hi / 2.0,
+    )
+    return _epsilon_or_inf(alpha, n, delta)
 
 
 @functools.lru_cache(maxsize=256)
@@ -87,11 +86,8 @@ def calibrate_ssgd_noise(epsilon: float, n: int, delta: float) -> float:
             f"shuffling bound (FMT21) is valid only up to epsilon={ceiling:.4g} here "
             "(local epsilon0 <= log(N / (16 log(4/delta)))). Use method='ambssgd', or more data."
         )
-    good = 1.0
-    while _epsilon_or_inf(good, n, delta) > epsilon:
-        good *= 2.0
-    return feasible_boundary(
-        lambda a: _epsilon_or_inf(a, n, delta) - epsilon, good=good, bad=good / 2.0, rtol=1e-6
+    return smallest_feasible_multiplier(
+        lambda a: _epsilon_or_inf(a, n, delta) - epsilon, limit_exponent=6, rtol=1e-6
     )
 
 

@@ -25,7 +25,7 @@ Accounting (each record is in one part, by the data-independent split; parallel 
 * a validation record meets the selection: epsilon_s-DP (McSherry & Talwar 2007), the models
   being independent of it; with ``refit=True`` also the refit (basic composition).
 
-epsilon_c is the largest value whose k-fold composition fits ``epsilon`` at ``delta`` (bisection
+epsilon_c is the largest value whose k-fold composition fits ``epsilon`` at ``delta`` (the verified search
 on the same function the report evaluates; delta_c = delta / (2 m), m the number of fits per
 training record); epsilon_s = ``epsilon`` without refit, ``epsilon`` minus the refit's epsilon
 with it. The report's epsilon is the worst part's, at most ``epsilon``.
@@ -47,6 +47,7 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
 
 from privopt._leak import leak_checks_suppressed
 from privopt.accounting import ApproxDPEvent, PrivacyBudget, PrivacyLedger
+from privopt.accounting._search import feasible_boundary
 from privopt.accounting.events import Neighbouring
 from privopt.estimators._base import PrivateEstimator
 from privopt.estimators._params import store_params
@@ -64,22 +65,20 @@ TARGET_TOLERANCE = 1e-6
 def candidate_target(epsilon: float, delta: float, fits: int) -> tuple[float, float]:
     """(epsilon_c, delta_c): ``fits`` (epsilon_c, delta_c)-DP fits compose to <= ``epsilon``.
 
-    delta_c = delta / (2 fits); epsilon_c is the largest value (bisection, 60 halvings) with
+    delta_c = delta / (2 fits); epsilon_c is the largest value (the library's one verified
+    search, :func:`privopt.accounting._search.feasible_boundary`) with
     ``ApproxDPEvent(epsilon_c, delta_c, count=fits).composed_epsilon(delta) <= epsilon``, the
     same function the report evaluates.
     """
     delta_c = delta / (2.0 * fits)
 
-    def composed(eps: float) -> float:
-        return ApproxDPEvent(eps, delta_c, count=fits).composed_epsilon(delta)
+    def excess(eps: float) -> float:
+        return ApproxDPEvent(eps, delta_c, count=fits).composed_epsilon(delta) - epsilon
 
-    low, high = epsilon / fits / 2.0, epsilon
-    if composed(low) > epsilon:
+    low = epsilon / fits / 2.0
+    if excess(low) > 0:
         raise ValueError(f"No per-candidate epsilon found for {fits} fits at {epsilon}.")
-    for _ in range(60):
-        mid = 0.5 * (low + high)
-        low, high = (mid, high) if composed(mid) <= epsilon else (low, mid)
-    return low, delta_c
+    return feasible_boundary(excess, good=low, bad=epsilon, rtol=1e-12), delta_c
 
 
 def _delegate_has(method: str):
