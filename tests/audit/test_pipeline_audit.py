@@ -152,7 +152,7 @@ def test_every_estimator_passes_and_its_planted_bug_is_caught(name):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["regression-dpsgd", "regression-newton"])
+@pytest.mark.parametrize("name", ["regression-adassp", "regression-newton-private-bounds"])
 def test_halved_sensitivity_is_caught(name):
     # a clip that bounds half of what a record changes = noise / 2 at the same claim
     _check(PIPELINE_AUDITS[name], seed=1, factor=0.5)
