@@ -13,6 +13,7 @@ import numbers
 import numpy as np
 
 __all__ = [
+    "as_float_array",
     "check_count",
     "check_delta_for_rows",
     "check_design",
@@ -21,6 +22,7 @@ __all__ = [
     "check_positive",
     "check_probability",
     "check_sample_rate",
+    "describe_non_numeric",
 ]
 
 
@@ -92,6 +94,73 @@ def check_count(name: str, value: object, *, minimum: int = 1) -> int:
     return out
 
 
+def _is_number(value: object) -> bool:
+    """Whether ``float(value)`` works (numpy's own conversion rule for one cell)."""
+    if isinstance(value, numbers.Real):
+        return True
+    try:
+        float(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return False
+    return True
+
+
+def describe_non_numeric(data: object, name: str = "X") -> str | None:
+    """Where ``data`` holds its first cell that is not a number, described by position and
+    type only (never the cell's content): ``"X: column 'b' (position 1), row 7 holds a str"``.
+
+    Rows are 0-based positions (an index label may itself be private). Returns None if every
+    cell converts, or if no cell can be blamed (the caller then says so without a location).
+    """
+    import pandas as pd
+
+    try:
+        if isinstance(data, pd.Series):
+            columns = [(repr(str(data.name)) if data.name is not None else None, data.to_numpy())]
+        elif isinstance(data, pd.DataFrame):
+            columns = [
+                (repr(str(label)), data.iloc[:, j].to_numpy())
+                for j, label in enumerate(data.columns)
+            ]
+        else:
+            values = np.asarray(data, dtype=object)
+            if values.ndim == 0:
+                values = values.reshape(1)
+            if values.ndim == 1:
+                columns = [(None, values)]
+            elif values.ndim == 2:
+                columns = [(None, values[:, j]) for j in range(values.shape[1])]
+            else:
+                return None
+    except (TypeError, ValueError):
+        return None
+    for j, (label, column) in enumerate(columns):
+        if column.dtype.kind in "biuf":
+            continue
+        for i, value in enumerate(column):
+            if value is None or _is_number(value):
+                continue
+            where = f"row {i}" if len(columns) == 1 else f"column {j}, row {i}"
+            if label is not None:
+                where = f"column {label} (position {j}), row {i}"
+            kind = "a complex number" if isinstance(value, complex) else f"a {type(value).__name__}"
+            return f"{name}: {where} holds {kind} that is not a real number"
+    return None
+
+
+def as_float_array(data: object, name: str = "X") -> np.ndarray:
+    """``np.asarray(data, dtype=float)``, refusing a non-numeric cell by its position and type
+    (numpy's own message quotes the cell, which may be private)."""
+    try:
+        return np.asarray(data, dtype=float)
+    except (TypeError, ValueError):
+        where = describe_non_numeric(data, name)
+    raise ValueError(
+        (where or f"{name} holds values that are not real numbers")
+        + "; encode the column as numbers or leave it out (privopt never quotes data values)."
+    )
+
+
 def check_design(
     X: object, y: object, x_name: str = "X", y_name: str = "y"
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -99,8 +168,8 @@ def check_design(
 
     Non-finite data would escape every clipping bound, so algorithms refuse it up front.
     """
-    X = np.asarray(X, dtype=float)
-    y = np.asarray(y, dtype=float)
+    X = as_float_array(X, x_name)
+    y = as_float_array(y, y_name)
     if X.ndim != 2:
         raise ValueError(f"Expected {x_name} of shape (n, d), got shape {X.shape}.")
     if y.ndim != 1:

@@ -11,17 +11,18 @@ public knowledge or be privatised themselves.
 from __future__ import annotations
 
 import os
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-__all__ = ["Table", "load_features", "load_table"]
+__all__ = ["Table", "arrow_error_reason", "load_features", "load_table"]
 
 _CSV_SUFFIXES = (".csv", ".csv.gz")
 _PARQUET_SUFFIXES = (".parquet", ".pq")
@@ -158,7 +159,73 @@ def _read(path: str | os.PathLike[str]) -> pa.Table:
     try:
         return reader(path)
     except pa.ArrowException as error:
-        raise ValueError(f"Cannot read {str(path)!r} as {kind}: {error}") from error
+        reason = arrow_error_reason(error, path, kind)
+    raise ValueError(f"Cannot read {str(path)!r} as {kind}: {reason}")
+
+
+_RAGGED = re.compile(r"Expected (\d+) columns, got (\d+)")
+_CONVERSION = re.compile(r"In CSV column #(\d+): Row #(\d+): CSV conversion error to (\w+)")
+_SAFE_REASONS = ("magic bytes not found", "file size is 0", "is not a file")
+
+
+def arrow_error_reason(error: Exception, path: str | os.PathLike[str], kind: str) -> str:
+    """pyarrow's reason for refusing a file, without the data it quotes.
+
+    pyarrow appends the offending row or value to its messages (``Expected 5 columns, got 6:
+    21.46,58.18,...``); error messages end up in logs and tickets, so only the row number,
+    the column and the counts are kept. A ragged row's line is found by reading again on one
+    thread (pyarrow numbers rows only then); a message of an unknown form is withheld.
+    """
+    text = str(error)
+    ragged = _RAGGED.search(text)
+    if ragged is not None and kind == "CSV":
+        expected, got = ragged.groups()
+        line = _ragged_line(path)
+        where = f"line {line}" if line is not None else "a row"
+        return (
+            f"{where} has {got} fields but the header has {expected}; fix or drop that row "
+            "(privopt never quotes data values)."
+        )
+    conversion = _CONVERSION.search(text)
+    if conversion is not None:
+        column, row, kind_to = conversion.groups()
+        return (
+            f"column #{column}, row {row}: a value that is not of type {kind_to}; encode the "
+            "column as numbers or leave it out (privopt never quotes data values)."
+        )
+    if "Empty CSV file" in text:
+        return "the file is empty (a CSV file needs a header row and at least one data row)."
+    for safe in _SAFE_REASONS:
+        if safe in text:
+            return text.partition("\n")[0]
+    return (
+        f"pyarrow refused it ({type(error).__name__}; its message is withheld because it may "
+        "quote the file's data). Check that the file is well-formed."
+    )
+
+
+def _ragged_line(path: str | os.PathLike[str]) -> int | None:
+    """The line number (1-based, the header being line 1) of the first row whose field count
+    differs from the header's, or None if pyarrow cannot say."""
+    import pyarrow as pa
+    import pyarrow.csv as pa_csv
+
+    lines: list[int] = []
+
+    def handler(row: Any) -> str:
+        if row.number is not None:
+            lines.append(int(row.number))
+        return "error"
+
+    try:
+        pa_csv.read_csv(
+            path,
+            read_options=pa_csv.ReadOptions(use_threads=False),
+            parse_options=pa_csv.ParseOptions(invalid_row_handler=handler),
+        )
+    except (pa.ArrowException, OSError):
+        pass
+    return lines[0] if lines else None
 
 
 def _numeric_columns(
@@ -187,7 +254,8 @@ def _numeric_columns(
         if pa.types.is_null(kind):
             # Every value empty: pyarrow could not even infer a type.
             raise ValueError(
-                f"Column {name!r} has {table.num_rows} missing values out of {table.num_rows}."
+                f"{os.fspath(path)!r}: Column {name!r} has {table.num_rows} missing values out "
+                f"of {table.num_rows}."
             )
         if not (
             pa.types.is_integer(kind)
@@ -196,8 +264,9 @@ def _numeric_columns(
             or pa.types.is_decimal(kind)
         ):
             raise ValueError(
-                f"Column {name!r} is not numeric (type {kind}{_example(column)}); encode it "
-                "as numbers or leave it out."
+                f"{os.fspath(path)!r}: Column {name!r} is not numeric (type {kind}"
+                f"{_first_non_number(column)}); encode it as numbers or leave it out (privopt "
+                "never quotes data values)."
             )
         values = column.cast(pa.float64()).to_numpy(zero_copy_only=False)  # nulls become NaN
         missing = int(np.count_nonzero(np.isnan(values)))
@@ -208,26 +277,30 @@ def _numeric_columns(
                 for count, what in ((missing, "missing or NaN"), (infinite, "infinite"))
                 if count
             ]
+            first = int(np.flatnonzero(~np.isfinite(values))[0])
             raise ValueError(
-                f"Column {name!r} has {' and '.join(problems)} values out of {table.num_rows}."
+                f"{os.fspath(path)!r}: Column {name!r} has {' and '.join(problems)} values out "
+                f"of {table.num_rows} (the first in row {first}, counted from 0 after the "
+                "header); impute or drop them by a public rule."
             )
         out.append(np.ascontiguousarray(values, dtype=np.float64))
     return out
 
 
-def _example(column: pa.ChunkedArray) -> str:
-    """Describe the first string value that does not parse as a number, if there is one."""
+def _first_non_number(column: pa.ChunkedArray) -> str:
+    """Where a string column first holds a value that does not parse as a number (its row and
+    nothing of its content), if it does."""
     import pyarrow as pa
 
     if not (pa.types.is_string(column.type) or pa.types.is_large_string(column.type)):
         return ""
-    for value in column.to_pylist():
+    for row, value in enumerate(column.to_pylist()):
         if value is None:
             continue
         try:
             float(value)
         except ValueError:
-            return f", e.g. {value!r}"
+            return f"; first non-number in row {row}, counted from 0 after the header"
     return ""
 
 

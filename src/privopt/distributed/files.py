@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from privopt.datasets.loaders import Table, load_table
+from privopt.datasets.loaders import Table, arrow_error_reason, load_table
 
 __all__ = ["TableFiles", "list_table_files", "load_directory", "read_directory"]
 
@@ -86,9 +86,15 @@ def _csv_columns(path: str) -> list[str]:
     try:
         with opener(path, "rb") as handle:
             header = handle.readline()
-        table = pa_csv.read_csv(pa.py_buffer(header), read_options=pa_csv.ReadOptions())
-    except (OSError, pa.ArrowException) as error:
-        raise ValueError(f"Cannot read {path!r} as CSV: {error}") from None
+        table = pa_csv.read_csv(
+            pa.py_buffer(header), read_options=pa_csv.ReadOptions(use_threads=False)
+        )
+    except OSError as error:
+        raise ValueError(f"Cannot read {path!r} as CSV: {error.strerror or error}.") from None
+    except pa.ArrowException as error:
+        raise ValueError(
+            f"Cannot read {path!r} as CSV: {arrow_error_reason(error, path, 'CSV')}"
+        ) from None
     return list(table.column_names)
 
 
@@ -100,7 +106,8 @@ def _parquet_schema(path: str) -> tuple[list[str], list[str], int]:
         meta = pq.ParquetFile(path).metadata
         schema = meta.schema.to_arrow_schema()
     except (OSError, pa.ArrowException) as error:
-        raise ValueError(f"Cannot read {path!r} as Parquet: {error}") from None
+        reason = arrow_error_reason(error, path, "Parquet")
+        raise ValueError(f"Cannot read {path!r} as Parquet: {reason}") from None
     return list(schema.names), [str(t) for t in schema.types], int(meta.num_rows)
 
 

@@ -27,6 +27,8 @@ import dask
 import numpy as np
 from dask import delayed
 
+from privopt._validate import as_float_array
+
 __all__ = [
     "SPLIT_EVERY",
     "DaskFitError",
@@ -98,8 +100,8 @@ def tree_sum(items: Sequence[Any], split_every: int = SPLIT_EVERY) -> Any:
 
 def check_block(X: np.ndarray, y: np.ndarray, where: str, names: Sequence[str] | None = None):
     """Float64 (m, d) and (m,) arrays with finite values, or a ValueError naming the column."""
-    X = np.asarray(X, dtype=np.float64)
-    y = np.asarray(y, dtype=np.float64).reshape(-1)
+    X = as_float_array(X, f"{where}: X")
+    y = as_float_array(y, f"{where}: y").reshape(-1)
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
         raise ValueError(
             f"{where}: features of shape {X.shape} and target of shape {y.shape} do not align."
@@ -122,7 +124,10 @@ def _array_pair(xb: Any, yb: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _frame_pair(xb: Any, yb: Any, where: str, names: tuple[str, ...]):
-    return check_block(np.asarray(xb, dtype=np.float64), np.asarray(yb), where, names)
+    # pandas' own conversion: nullable columns' missing values become NaN (counted by
+    # check_block), not a TypeError
+    X = xb.to_numpy(dtype=np.float64, na_value=np.nan)
+    return check_block(X, yb.to_numpy(dtype=np.float64, na_value=np.nan), where, names)
 
 
 #: the target's column in the joined frame of :meth:`PartitionedRows._from_frame`
@@ -224,19 +229,33 @@ class PartitionedRows:
 
     @classmethod
     def _from_frame(cls, X: Any, y: Any) -> PartitionedRows:
+        from pandas.api.types import is_bool_dtype, is_numeric_dtype
+
         names = tuple(str(c) for c in X.columns)
         for name, dtype in X.dtypes.items():
-            if not (np.issubdtype(dtype, np.number) or np.issubdtype(dtype, np.bool_)):
+            if not (is_numeric_dtype(dtype) or is_bool_dtype(dtype)):
                 raise ValueError(
                     f"Column {name!r} is not numeric (dtype {dtype}); encode it as numbers or "
-                    "leave it out."
+                    "leave it out (privopt never quotes data values)."
                 )
         if not hasattr(y, "__dask_graph__") or not hasattr(y, "npartitions"):
             raise ValueError("With a dask dataframe X, y must be a dask series of the same frame.")
+        y_dtype = getattr(y, "dtype", None)
+        if y_dtype is not None and not (is_numeric_dtype(y_dtype) or is_bool_dtype(y_dtype)):
+            raise ValueError(
+                f"The target y is not numeric (dtype {y_dtype}); encode it as numbers "
+                "(privopt never quotes data values)."
+            )
         if y.npartitions != X.npartitions:
             raise ValueError(
                 f"X has {X.npartitions} partitions but y has {y.npartitions}; select both from "
                 "one dataframe (ddf[features], ddf[target])."
+            )
+        if X.known_divisions and y.known_divisions and X.divisions != y.divisions:
+            raise ValueError(
+                "y's partitions do not line up with X's (their index divisions differ: y is "
+                "shorter, longer or from another frame); select both from one dataframe "
+                "(ddf[features], ddf[target])."
             )
         target = getattr(y, "name", None)
         # one frame holding both, so that graph optimisation (which may fuse the partitions of a

@@ -9,7 +9,7 @@ import numpy as np
 from scipy.special import expit
 from sklearn.base import ClassifierMixin
 from sklearn.utils._param_validation import StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from privopt.accounting import PrivacyLedger
 from privopt.algorithms.label_set import (
@@ -21,6 +21,7 @@ from privopt.algorithms.label_set import (
 from privopt.algorithms.preprocess import LinearBounds
 from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
+from privopt.estimators._input import validate_rows
 from privopt.estimators._params import store_params
 from privopt.losses import get_loss
 
@@ -191,7 +192,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         """
         rng, ledger = self._start()
         loss = self._loss()
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=False)
+        X, y = validate_rows(self, X, y, dtype=np.float64, y_numeric=False)
         y = self._check_label_column(y)
         n, d = X.shape
         if isinstance(self.classes, str) and self.classes == "observed":
@@ -297,7 +298,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         per class of ``classes_``.
         """
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_rows(self, X, reset=False, dtype=np.float64)
         Z = self.feature_map_.transform(X)
         W = np.hstack([self.coef_, self.intercept_[:, None]]) if self.fit_intercept else self.coef_
         scores = Z @ W.T

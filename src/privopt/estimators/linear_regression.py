@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 from sklearn.base import RegressorMixin
 from sklearn.utils._param_validation import Interval, StrOptions
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from privopt._validate import check_delta_for_rows
 from privopt.accounting import PrivacyLedger, gdp_mu
@@ -25,6 +25,7 @@ from privopt.estimators._base import (
     public_linear_bounds,
     weighted_rows,
 )
+from privopt.estimators._input import validate_rows
 from privopt.estimators._private_bounds import (
     PUBLIC_BOUNDS_HINT,  # noqa: F401 (re-exported: its earlier home)
     QUANTILE_RANK_BUDGET,
@@ -231,7 +232,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self._validate_params()
         if not math.isfinite(self.epsilon):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        X, y = validate_rows(self, X, y, y_numeric=True, dtype=np.float64)
         n, d = X.shape
         check_delta_for_rows(self.delta, n, allow_large=self.allow_large_delta)
         method = self.method
@@ -425,5 +426,5 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     def predict(self, X: Any) -> np.ndarray:
         """Predictions <x, coef_> + intercept_ (post-processing: no privacy cost)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_rows(self, X, reset=False, dtype=np.float64)
         return X @ self.coef_ + self.intercept_

@@ -7,10 +7,11 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import RegressorMixin
-from sklearn.utils.validation import check_is_fitted, validate_data
+from sklearn.utils.validation import check_is_fitted
 
 from privopt.estimators._base import public_linear_bounds
 from privopt.estimators._holder import HolderSGDEstimator
+from privopt.estimators._input import validate_rows
 from privopt.estimators._params import store_params
 from privopt.losses import get_loss
 
@@ -86,7 +87,7 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         """Fit privately; the input arrays are never modified."""
         rng, ledger = self._start()
         loss = self._loss()
-        X, y = validate_data(self, X, y, y_numeric=True, dtype=np.float64)
+        X, y = validate_rows(self, X, y, y_numeric=True, dtype=np.float64)
         bounds = public_linear_bounds(
             self.feature_bounds, self.target_bounds, X.shape[1], self.fit_intercept, ledger
         )
@@ -108,5 +109,5 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
     def predict(self, X: Any) -> np.ndarray:
         """<x, coef_> + intercept_ (post-processing: no privacy cost)."""
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = validate_rows(self, X, reset=False, dtype=np.float64)
         return X @ self.coef_ + self.intercept_
