@@ -798,7 +798,7 @@ _REGRESSION: dict[str, dict[str, Any]] = {
     "adassp": {"rows": 1000, "fits": 128, "canaries": 64},
     "ambssgd": {"rows": 60_000, "fits": 32},
     "ssgd": {"rows": 2048, "fits": 8, "epsilon": 1.0, "control_factor": 1.0 / 30.0},
-    "dpsgd": {"rows": 1000, "fits": 16},
+    "dpsgd": {"rows": 1000, "fits": 32},
     "ftrl-sigma": {"rows": 1000, "fits": 32},
 }
 
