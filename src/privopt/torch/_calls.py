@@ -305,7 +305,7 @@ class Layouts:
             for t, (pattern, d) in zip(tensors, per, strict=True):
                 if t.dim() != len(pattern):
                     return False
-                if d is not None and t.shape[d] != batch:
+                if isinstance(d, int) and t.shape[d] != batch:  # not None (shared) or "?"
                     return False
                 if self._pattern(tuple(t.shape), d) != pattern:
                     return False

@@ -117,10 +117,8 @@ def _replace(value: Any, batch: int, j: int, k: int) -> Any:
         padded, lengths = _unpack(value)
         padded, lengths = padded.clone(), lengths.clone()
         padded[j], lengths[j] = padded[k], lengths[k]
-        if value.sorted_indices is None:  # sorted input: keep the lengths non-increasing
-            order = torch.argsort(lengths, descending=True, stable=True)
-            padded, lengths = padded[order], lengths[order]
-        return _repack(value, padded, lengths)
+        # unsorted packing keeps every example in its place (sorted input may stop being so)
+        return pack_padded_sequence(padded, lengths, batch_first=True, enforce_sorted=False)
     if isinstance(value, torch.Tensor) and value.dim() > 0 and value.shape[0] == batch:
         out = value.clone()
         out[j] = value[k]

@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from torch.nn.utils.rnn import PackedSequence
 from torch.utils.data import DataLoader, Dataset, SequentialSampler, TensorDataset
 from torch.utils.data.dataloader import default_collate
 
@@ -55,6 +56,8 @@ class Records:
 
 
 def _to(value, device):
+    if isinstance(value, torch.Tensor | PackedSequence):  # a PackedSequence is a tuple too
+        return value.to(device, non_blocking=True)
     if isinstance(value, torch.Tensor):
         return value.to(device, non_blocking=True)
     if isinstance(value, list | tuple):
