@@ -162,12 +162,13 @@ def adassp_result(w, info, shape, bounds) -> tuple:
 
 
 def run_dpsgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
+    """DP-SGD at ``epsilon`` after :func:`capped_dpsgd_epsilon` (the only place the cap acts)."""
     w, trace, info = dpsgd_linear(
         Z,
         t,
         row_bound=bounds.row_bound,
         target_bound=bounds.y_radius,
-        epsilon=min(epsilon, DPSGD_MAX_EPSILON),
+        epsilon=capped_dpsgd_epsilon(epsilon, stacklevel=5),
         delta=est.delta,
         rng=rng,
         ledger=ledger,

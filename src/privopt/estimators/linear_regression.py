@@ -33,7 +33,6 @@ from privopt.estimators._private_bounds import (
     quantile_slice_rows,  # noqa: F401 (re-exported: its earlier home)
 )
 from privopt.estimators._regression_methods import (
-    capped_dpsgd_epsilon,
     choose_method,
     describe,
     method_fixes,
@@ -373,14 +372,13 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             moment_mu = mu * math.sqrt(AMBSSGD_MOMENT_SHARE)
             return run_ambssgd(self, Z, t, bounds, mu, rng, ledger, n_public, moment_mu)
         if method == "dpsgd":
-            epsilon = capped_dpsgd_epsilon(epsilon, stacklevel=3)
             return run_dpsgd(self, Z, t, bounds, epsilon, rng, ledger, n_public)
         if method == "ssgd":
             return run_ssgd(self, Z, t, bounds, epsilon, rng, ledger, n_public)
-        w, trace, info = self._ftrl_sigma(Z, t, bounds, rng, ledger)
+        w, trace, info = self._ftrl_sigma(Z, t, bounds, epsilon, rng, ledger)
         return w, trace, info, []
 
-    def _ftrl_sigma(self, Z, t, bounds, rng, ledger):
+    def _ftrl_sigma(self, Z, t, bounds, epsilon, rng, ledger):
         """DP-FTRL-Σ on rows scaled to ||z|| <= 1 and |t| <= 1 (coefficients scaled back).
 
         Public choices only: with ``public_X`` the step is 0.1 / (sqrt(N) mean ||z~||^2) and
@@ -406,7 +404,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         fit = dp_ftrl_sigma(
             Z / row_bound,
             t / y_bound,
-            epsilon=self.epsilon,
+            epsilon=epsilon,
             delta=self.delta,
             learning_rate=eta,
             rng=rng,
