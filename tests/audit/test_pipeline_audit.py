@@ -18,15 +18,14 @@ import numpy as np
 import pytest
 
 from privopt.audit.input_one_run import scaled_noise
-from privopt.audit.pipeline_canaries import (
+from privopt.audit.pipeline_audits import (
     PIPELINE_AUDITS,
-    CanaryTap,
     _data,
     _estimator,
     audit_pipeline,
-    canary_directions,
     pipeline_fit_scores,
 )
+from privopt.audit.pipeline_canaries import CanaryTap, canary_directions
 from privopt.audit.registry import PIPELINE_AUDIT_NAMES, audit_algorithm, audit_names
 
 

@@ -127,7 +127,7 @@ def _description(name: str) -> str:
     if name in CORE_AUDITS:
         return f"the training core, {CORE_AUDITS[name].description} (white-box, one run)"
     if name.startswith("estimator-"):
-        from privopt.audit.pipeline_canaries import PIPELINE_AUDITS
+        from privopt.audit.pipeline_audits import PIPELINE_AUDITS
 
         pipeline = PIPELINE_AUDITS[name.removeprefix("estimator-")]
         return (

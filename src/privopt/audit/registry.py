@@ -29,7 +29,7 @@ from privopt._validate import check_count, check_positive, check_probability
 from privopt.audit.input_canaries import ESTIMATOR_AUDITS
 from privopt.audit.input_one_run import ONE_RUN_ESTIMATOR_AUDITS, audit_estimator_one_run
 from privopt.audit.one_run import audit_one_run
-from privopt.audit.pipeline_canaries import PIPELINE_AUDITS, audit_pipeline
+from privopt.audit.pipeline_audits import PIPELINE_AUDITS, audit_pipeline
 
 __all__ = [
     "CORE_AUDITS",
