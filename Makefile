@@ -53,6 +53,8 @@ $(OPACUS_VENV)/.installed:
 bench-torch: $(STAMP) $(OPACUS_VENV)/.installed
 	$(BIN)/python benchmarks/torch_bench.py --opacus-python $(OPACUS_VENV)/bin/python \
 		--out benchmarks/torch_results.json
+	$(BIN)/python benchmarks/torch_seq_bench.py --opacus-python $(OPACUS_VENV)/bin/python \
+		--out benchmarks/torch_seq_results.json
 
 # Out-of-core fits on a 2-worker LocalCluster (issue 19); ROWS=50000000 for the full size
 # (about 8.4 GB of Parquet under /tmp).
