@@ -13,9 +13,13 @@ Error policy (what a user sees):
 from __future__ import annotations
 
 import json
+import logging
 import os
 import sys
 import traceback
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Annotated, Any
@@ -139,11 +143,77 @@ def _one_line(text: object) -> str:
     return " ".join(str(text).split())
 
 
+class _NoticeCounter(logging.Handler):
+    """Counts the log records and warnings of dependencies (dp_accounting's absl notices print
+    ~180 lines for one audit) so that the command prints one line about them."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.WARNING)
+        self.count = 0
+        self.first: str | None = None
+
+    def note(self, source: str, text: str) -> None:
+        self.count += 1
+        if self.first is None:
+            first = _one_line(text)
+            self.first = f"{source}: {first[:100]}{'...' if len(first) > 100 else ''}"
+
+    def emit(self, record: logging.LogRecord) -> None:
+        self.note(record.name, record.getMessage())
+
+
+def _is_own_warning(category: type[Warning], filename: str) -> bool:
+    package = os.path.dirname(os.path.abspath(__file__))
+    own = getattr(category, "__module__", "").startswith("privopt")
+    return own or os.path.abspath(filename).startswith(package + os.sep)
+
+
+@contextmanager
+def dependency_notices(debug: bool) -> Iterator[None]:
+    """While a command runs: privopt's own warnings print as one line each (``warning: ...``);
+    dependencies' warnings and log records are counted and summarised in one line at the end
+    (all of them shown with ``--debug``)."""
+    if debug:
+        yield
+        return
+    counter = _NoticeCounter()
+    root = logging.getLogger()
+    handlers, level = root.handlers[:], root.level
+    root.handlers = [counter]
+    root.setLevel(logging.WARNING)
+    show = warnings.showwarning
+
+    def showwarning(message, category, filename, lineno, file=None, line=None):
+        if _is_own_warning(category, filename):
+            print(f"warning: {_one_line(message)}", file=sys.stderr)
+        else:
+            counter.note(category.__name__, str(message))
+
+    warnings.showwarning = showwarning
+    try:
+        yield
+    finally:
+        warnings.showwarning = show
+        root.handlers, root.level = handlers, level
+        if counter.count:
+            print(
+                f"warning: {counter.count} notice{'s' if counter.count > 1 else ''} from "
+                f"dependencies not shown (first: {counter.first}); rerun with --debug to see "
+                "them.",
+                file=sys.stderr,
+            )
+
+
 def run_app(app: typer.Typer, argv: list[str] | None = None) -> None:
     """Run ``app`` with the error policy of the module docstring (never returns normally with a
     failure: exits 1 or 2)."""
-    command = typer.main.get_command(app)
     STATE.debug = "--debug" in (sys.argv[1:] if argv is None else argv)
+    with dependency_notices(STATE.debug):
+        _run_app(app, argv)
+
+
+def _run_app(app: typer.Typer, argv: list[str] | None) -> None:
+    command = typer.main.get_command(app)
     try:
         result = command.main(args=argv, prog_name="privopt", standalone_mode=False)
     except Exit as exc:

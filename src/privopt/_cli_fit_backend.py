@@ -59,15 +59,65 @@ class FitData:
     target: str
 
 
+#: Seconds a local cluster may take to start, or a scheduler to answer, before the command
+#: gives up (a cluster that cannot start would otherwise hang the command).
+CLUSTER_START_TIMEOUT_S = 60.0
+#: Seconds ``--scheduler ADDRESS`` may take to answer.
+SCHEDULER_CONNECT_TIMEOUT_S = 15.0
+
+
+def max_workers() -> int:
+    """The stated limit of ``--workers``: the machine's CPU count (at least 4); more local
+    processes of one thread each only compete for the same cores."""
+    return max(4, os.cpu_count() or 1)
+
+
+def _start_cluster(workers: int) -> tuple[Any, Any]:
+    """(cluster, client) of a local cluster of ``workers`` processes, started within
+    :data:`CLUSTER_START_TIMEOUT_S` or refused (a start that hangs is left to its thread,
+    whose worker processes end with this one)."""
+    import threading
+
+    from distributed import Client, LocalCluster
+
+    started: dict[str, Any] = {}
+
+    def start() -> None:
+        try:
+            cluster = LocalCluster(
+                n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
+            )
+            started["cluster"], started["client"] = cluster, Client(cluster)
+        except BaseException as error:  # reported by the caller
+            started["error"] = error
+
+    thread = threading.Thread(target=start, name="privopt-cluster-start", daemon=True)
+    thread.start()
+    thread.join(CLUSTER_START_TIMEOUT_S)
+    if thread.is_alive():
+        raise TimeoutError(
+            f"The local Dask cluster of {workers} workers did not start within "
+            f"{CLUSTER_START_TIMEOUT_S:g} s; use fewer --workers, or start a cluster yourself "
+            "and pass --scheduler ADDRESS."
+        )
+    if "error" in started:
+        error = started["error"]
+        raise OSError(
+            f"The local Dask cluster of {workers} workers failed to start "
+            f"({type(error).__name__}); use fewer --workers, or pass --scheduler ADDRESS."
+        ) from error
+    return started["cluster"], started["client"]
+
+
 def _start_client(scheduler: str | None, workers: int | None) -> Any:
     """A distributed client for ``--scheduler`` / ``--workers`` (None: the threaded
-    scheduler), closed with the command's context."""
+    scheduler), closed with the command's context; both bounded in time."""
     if scheduler is None and workers is None:
         return None
     if scheduler is not None and workers is not None:
         raise ValueError("Give --scheduler ADDRESS or --workers N, not both.")
     try:
-        from distributed import Client, LocalCluster
+        from distributed import Client
     except ImportError:
         raise ValueError(
             "--scheduler/--workers need the distributed package: pip install 'privopt[dask]'."
@@ -75,13 +125,22 @@ def _start_client(scheduler: str | None, workers: int | None) -> Any:
     if workers is not None:
         if workers < 1:
             raise ValueError(f"Expected --workers >= 1, got {workers}.")
-        cluster = LocalCluster(
-            n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=":0"
-        )
-        client = Client(cluster)
+        if workers > max_workers():
+            raise ValueError(
+                f"Expected --workers <= {max_workers()} (this machine's CPU count, at least 4: "
+                f"more one-thread processes only compete for its cores), got {workers:,}; for a "
+                "larger cluster start it yourself and pass --scheduler ADDRESS."
+            )
+        cluster, client = _start_cluster(workers)
         closers = [client.close, cluster.close]
     else:
-        client = Client(scheduler)
+        try:
+            client = Client(scheduler, timeout=SCHEDULER_CONNECT_TIMEOUT_S)
+        except (OSError, TimeoutError) as error:
+            raise OSError(
+                f"No Dask scheduler answered at {scheduler!r} within "
+                f"{SCHEDULER_CONNECT_TIMEOUT_S:g} s ({type(error).__name__}); check the address."
+            ) from None
         closers = [client.close]
     import click
 

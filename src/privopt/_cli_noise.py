@@ -27,6 +27,19 @@ MECHANISMS = {
 }
 
 
+#: Largest horizon the ``noise`` commands accept: their losses and references hold O(steps)
+#: float64 arrays (80 MB each at the limit; ``--steps 1e9`` asked for 7.45 GiB and more).
+MAX_STEPS = 10_000_000
+
+
+def _check_steps(steps: int | None) -> None:
+    if steps is not None and steps > MAX_STEPS:
+        raise ValueError(
+            f"Expected --steps <= {MAX_STEPS:,} (the stated limit of privopt noise: its losses "
+            f"hold arrays of steps float64 values), got {steps:,}; use a shorter horizon."
+        )
+
+
 def _require_nu(nu: float | None) -> float:
     if nu is None:
         raise ValueError("--nu is required for this mechanism.")
@@ -72,6 +85,7 @@ def noise_sensitivity(
     """l2 sensitivity of a mechanism's C = B^{-1} (single, anytime or min-separation)."""
     if mechanism not in MECHANISMS:
         raise ValueError(f"Expected --mechanism in ({', '.join(MECHANISMS)}), got {mechanism!r}.")
+    _check_steps(steps)
     mech = MECHANISMS[mechanism](nu)
     if anytime:
         if min_sep is not None or participations is not None:
@@ -100,6 +114,7 @@ def noise_tune_nu(
     as_json: JsonFlag = False,
 ) -> None:
     """nu minimising nu-DP-FTRL's normalised prefix-sum error (data-independent)."""
+    _check_steps(steps)
     choice = noise.tune_nu(steps, min_sep, participations)
     result = {"nu": choice.nu, "loss": choice.loss, "steps": steps}
     _emit("nu tuning", _with_pattern(result, min_sep, participations), as_json)
@@ -125,6 +140,7 @@ def noise_blt(
     """
     if error not in ("max", "mean"):
         raise ValueError(f"Expected --error in (max, mean), got {error!r}.")
+    _check_steps(steps)
     pattern = _participation(min_sep, participations)
     pattern.check_steps(steps)
     mech = noise.optimize_blt(
