@@ -139,6 +139,7 @@ def test_trainer_audit_below_claim_and_planted_double_count_caught(monkeypatch):
     assert broken.epsilon_lower_bound > CLAIM
 
 
+@pytest.mark.slow  # about 30 s on one core (two trainer runs with calibration): over budget
 def test_trainer_audit_small():
     """The fast sibling (m = 200: too few canaries to catch a factor of 2 at this claim): the
     honest bound stays below the claim, and the planted bug doubles the canaries' release."""
