@@ -254,8 +254,10 @@ def fit(
         int | None,
         typer.Option(
             "--seed",
-            help="Seed of all randomness, noise included: keep it secret, use it for one fit "
-            "only (omit for fresh noise).",
+            help="Seed of all randomness, noise included, in [0, 2^32 - 1]: keep it secret, use "
+            "it for one fit only (omit for fresh noise).",
+            min=0,
+            max=2**32 - 1,
         ),
     ] = None,
     neighbouring: Annotated[
@@ -400,6 +402,9 @@ def reproduce(
     backend: Annotated[
         str, typer.Option("--backend", help="numpy, or torch (cifar-style: a GroupNorm CNN).")
     ] = "numpy",
+    overwrite: Annotated[
+        bool, typer.Option("--overwrite", help="Replace result files already in --out.")
+    ] = False,
 ) -> None:
     """Reproduce a figure of the seed papers (writes a PNG plot and a JSON of the numbers)."""
     if name not in REPRODUCTIONS:
@@ -412,6 +417,13 @@ def reproduce(
     module, function, large = REPRODUCTIONS[name]
     if backend == "torch":  # privopt[torch]: the digits CNN with privopt.torch.PrivateTrainer
         module, function = "privopt.experiments.cifar_torch", "reproduce_cifar_torch"
+    stem = function.removeprefix("reproduce_")  # each writes STEM.png and STEM.json
+    for result in (out / f"{stem}.json", out / f"{stem}.png"):
+        if result.exists() and not overwrite:
+            raise ValueError(
+                f"The result file {result} already exists; remove it, choose another --out, "
+                "or pass --overwrite."
+            )
     payload = getattr(importlib.import_module(module), function)(out, quick=quick)
     if as_json:
         print(json.dumps({k: v for k, v in payload.items() if k not in large}))
@@ -424,7 +436,7 @@ def demo(
     n_samples: Annotated[int, typer.Option("--n-samples", help="N.")] = 200_000,
     n_features: Annotated[int, typer.Option("--n-features", help="d.")] = 20,
     epsilon: Annotated[float, typer.Option("--epsilon")] = 1.0,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    seed: Annotated[int, typer.Option("--seed", help="Seed, >= 0.", min=0)] = 0,
 ) -> None:
     """Private linear regression on seed 000's model: DP-AMBSSGD, DP-SGD, AdaSSP against OLS."""
     from privopt.experiments.regression_demo import run_regression_demo

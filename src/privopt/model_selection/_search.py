@@ -25,10 +25,10 @@ Accounting (each record is in one part, by the data-independent split; parallel 
 * a validation record meets the selection: epsilon_s-DP (McSherry & Talwar 2007), the models
   being independent of it; with ``refit=True`` also the refit (basic composition).
 
-epsilon_c is the largest value whose k-fold composition fits ``epsilon`` at ``delta`` (the verified search
-on the same function the report evaluates; delta_c = delta / (2 m), m the number of fits per
-training record); epsilon_s = ``epsilon`` without refit, ``epsilon`` minus the refit's epsilon
-with it. The report's epsilon is the worst part's, at most ``epsilon``.
+epsilon_c is the largest value whose k-fold composition fits ``epsilon`` at ``delta`` (the
+verified search on the same function the report evaluates; delta_c = delta / (2 m), m the
+number of fits per training record); epsilon_s = ``epsilon`` without refit, ``epsilon`` minus
+the refit's epsilon with it. The report's epsilon is the worst part's, at most ``epsilon``.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ __all__ = ["PrivateGridSearchCV", "candidate_target"]
 PURE_DP_DELTA = 1e-300
 #: Relative tolerance of a candidate's reported epsilon above its target (rounding).
 TARGET_TOLERANCE = 1e-6
+#: Largest total epsilon a search accepts: the composition evaluates exp(epsilon), which
+#: overflows a float past ~709 (epsilon=1e6 raised OverflowError); no such epsilon protects
+#: anything.
+MAX_EPSILON = 700.0
 
 
 def candidate_target(epsilon: float, delta: float, fits: int) -> tuple[float, float]:
@@ -71,6 +75,12 @@ def candidate_target(epsilon: float, delta: float, fits: int) -> tuple[float, fl
     same function the report evaluates.
     """
     delta_c = delta / (2.0 * fits)
+    if not epsilon <= MAX_EPSILON:
+        raise ValueError(
+            f"Expected epsilon <= {MAX_EPSILON:g} for a private grid search, got {epsilon!r}: "
+            "its accounting evaluates exp(epsilon), which overflows past ~709, and no such "
+            "epsilon protects anything. Use a smaller epsilon."
+        )
 
     def excess(eps: float) -> float:
         return ApproxDPEvent(eps, delta_c, count=fits).composed_epsilon(delta) - epsilon
@@ -149,6 +159,12 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
     # -- planning (parameters only) ------------------------------------------------------------
     def _candidates(self) -> list[dict[str, Any]]:
         candidates = list(ParameterGrid(self.param_grid))
+        if not candidates:
+            raise ValueError(
+                f"param_grid={self.param_grid!r} holds no candidate; give a dict (or a list of "
+                "dicts) of parameter lists, e.g. {'method': ['adassp', 'newton']} ({} searches "
+                "the estimator as given)."
+            )
         for params in candidates:
             bad = {"epsilon", "delta", "budget"} & set(params)
             if bad:
@@ -205,6 +221,7 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
             raise ValueError(
                 f"Too few rows (n_samples = {n}) to split into training and validation."
             )
+        self._check_candidates(candidates, eps_c, delta_c, train.size, k)
         X_train, y_train = _take(X, train), _take(y, train)
         X_val, y_val = _take(X, val), _take(y, val)
         models, assumptions = [], {}
@@ -240,6 +257,23 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
             self.classes_ = self.best_estimator_.classes_
         return self
 
+    def _check_candidates(self, candidates, eps_c, delta_c, n_train, k) -> None:
+        """Every candidate's refusals on public values (its parameters at (eps_c, delta_c) and
+        the number of training rows, which the data-independent split fixed) before any
+        candidate is fitted, naming the candidate and the fix."""
+        for params in candidates:
+            model = clone(self.estimator).set_params(**params, epsilon=eps_c, delta=delta_c)
+            try:
+                model._validate_params()
+                model._check_public(n_train)
+            except ValueError as error:
+                raise ValueError(
+                    f"Candidate {params} is refused at the per-candidate target "
+                    f"(epsilon_c, delta_c) = ({eps_c:.3g}, {delta_c:.3g}) that {k} candidates "
+                    f"leave of epsilon={self.epsilon:g} on {n_train} training rows: {error} Use "
+                    "a larger epsilon or fewer candidates; nothing was fitted."
+                ) from None
+
     def _fit_candidate(self, params, eps_c, delta_c, X, y, rng, relation) -> Any:
         model = clone(self.estimator).set_params(**params, epsilon=eps_c, delta=delta_c)
         planned = Neighbouring.parse(model._planned_relation())
@@ -256,7 +290,14 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         model.set_params(
             random_state=None if secure else np.random.default_rng(rng.integers(2**63))
         )
-        model.fit(X, y)
+        try:
+            model.fit(X, y)
+        except ValueError as error:
+            raise ValueError(
+                f"Candidate {params} was refused at the per-candidate target (epsilon_c, "
+                f"delta_c) = ({eps_c:.3g}, {delta_c:.3g}): {error} Use a larger epsilon or "
+                "fewer candidates; nothing is released."
+            ) from None
         report = model.privacy_report_
         if not (
             report.epsilon <= eps_c * (1.0 + TARGET_TOLERANCE)
