@@ -87,3 +87,29 @@ def test_reproduce_never_overwrites_a_result_without_overwrite(capsys, tmp_path)
     assert "fig1.json already exists" in err and "--overwrite" in err
     assert existing.read_text() == "{}" and not (tmp_path / "fig1.png").exists()
     assert seconds < 10
+
+
+@pytest.mark.parametrize("case", ["empty file", "different columns"])
+def test_dask_file_failures_exit_2_with_one_line_in_a_real_process(tmp_path, case):
+    """An empty CSV or files with different columns: exit 2, one line (a pyarrow thread-pool
+    race at interpreter exit used to abort one run in six with exit 134)."""
+    import subprocess
+    import sys
+
+    pytest.importorskip("dask")
+    folder = tmp_path / "data"
+    folder.mkdir()
+    (folder / "0.csv").write_text("a,b,y\n1,2,3\n4,5,6\n")
+    (folder / "1.csv").write_text("" if case == "empty file" else "a,y\n1,3\n4,6\n")
+    argv = ["fit", str(folder), "--target", "y", "--out", str(tmp_path / "m.json")]
+    code = "from privopt.cli import main; main()"
+    done = subprocess.run(
+        [sys.executable, "-c", code, *argv, "--backend", "dask"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2, done.stderr
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith("error:"), done.stderr
+    assert "1.csv" in lines[0]
