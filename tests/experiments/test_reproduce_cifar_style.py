@@ -92,7 +92,7 @@ def test_accuracies_and_intervals(quick):
 def test_correlated_methods_beat_chance_at_the_largest_epsilon(quick):
     _, payload = quick
     largest = f"{max(payload['epsilons']):g}"
-    for method in ("nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded"):
+    for method in ("nu-dpftrl", "optimal-cc", "tree", "blt", "banded"):
         entry = payload["results"][method][largest]
         assert entry["mean_accuracy"] > payload["chance_accuracy"] + 0.4, method
 
@@ -102,9 +102,9 @@ def test_sensitivities_follow_the_participation_pattern(quick):
     part = payload["participation"]
     steps, k, sep = part["steps"], part["participations"], part["min_separation"]
     results = payload["results"]
-    for entry in results["dp-sgd"].values():
+    for entry in results["dpsgd"].values():
         assert entry["sensitivity"] == 1.0 and entry["sample_rate"] == pytest.approx(64 / 1437)
-    for method in ("nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded"):
+    for method in ("nu-dpftrl", "optimal-cc", "tree", "blt", "banded"):
         for entry in results[method].values():
             # k participations: between one participation and k perfectly aligned ones
             assert 1.0 < entry["unit_sensitivity"] <= k
@@ -120,7 +120,7 @@ def test_sensitivities_follow_the_participation_pattern(quick):
     assert banded["unit_sensitivity"] == pytest.approx(math.sqrt(k * np.sum(c**2)), rel=1e-12)
     assert not banded["sensitivity_flagged_upper_bound"]
     occ = next(iter(results["optimal-cc"].values()))
-    assert occ["unit_sensitivity"] > next(iter(results["nu-dp-ftrl"].values()))["unit_sensitivity"]
+    assert occ["unit_sensitivity"] > next(iter(results["nu-dpftrl"].values()))["unit_sensitivity"]
     assert steps == k * sep
 
 

@@ -68,17 +68,9 @@ from privopt.experiments._common import (
     save_figure,
     t_halfwidth,
 )
-from privopt.noise import (
-    Mechanism,
-    Participation,
-    SensitivityUpperBoundWarning,
-    nu_dpftrl,
-    optimal_cc,
-    optimize_banded_toeplitz,
-    optimize_blt,
-    tune_nu,
-)
-from privopt.noise.tuning import participation_pattern, tree_restart_candidates
+from privopt.noise import Mechanism, Participation, SensitivityUpperBoundWarning
+from privopt.noise.registry import canonical_mechanism, tuned_mechanism
+from privopt.noise.tuning import participation_pattern
 
 __all__ = [
     "DEFAULT_HYPERPARAMETERS",
@@ -92,7 +84,7 @@ __all__ = [
 ]
 
 #: Methods compared, in plot order.
-METHODS = ("dp-sgd", "nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded")
+METHODS = ("dpsgd", "nu-dpftrl", "optimal-cc", "tree", "blt", "banded")
 #: Per-method hyper-parameters, fixed in advance (see the module docstring): learning rate of the
 #: averaged noisy gradient, heavy-ball momentum and the per-example clip norm. Every method uses
 #: the paper's schedule: constant, then a linear cool-down to ``COOLDOWN_FACTOR`` times the
@@ -100,8 +92,8 @@ METHODS = ("dp-sgd", "nu-dp-ftrl", "optimal-cc", "tree", "blt", "banded")
 #: :data:`HYPERPARAMETER_SELECTION` (the clip norm is 1 as in the paper: nearly every gradient
 #: is clipped, so G only rescales the learning rate).
 DEFAULT_HYPERPARAMETERS: dict[str, dict[str, float]] = {
-    "dp-sgd": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
-    "nu-dp-ftrl": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
+    "dpsgd": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
+    "nu-dpftrl": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
     "optimal-cc": {"learning_rate": 1.0, "momentum": 0.0, "clip_norm": 1.0},
     "tree": {"learning_rate": 0.02, "momentum": 0.95, "clip_norm": 1.0},
     # added with privopt.noise.blt: nu-DP-FTRL's setting, not separately selected
@@ -116,7 +108,7 @@ HYPERPARAMETER_SELECTION = (
     "random_state=1), over learning rate in (0.02, 0.05, 0.1, 0.2, 0.5, 1, 2) x momentum in "
     "(0, 0.9, 0.95) with lr / (1 - momentum) in [0.05, 20], clip norm 1. The test rows were "
     "never used for selection; the selection itself is not privacy-accounted (as in the paper). "
-    "blt and banded (added later) reuse nu-dp-ftrl's setting without a selection of their own."
+    "blt and banded (added later) reuse nu-dpftrl's setting without a selection of their own."
 )
 #: Public range of the digits pixels (scikit-learn's documentation: integers in 0..16).
 PIXEL_MAX = 16.0
@@ -180,62 +172,46 @@ def multinomial_accuracy(
 
 # -- the DP-FTRL mechanisms (DP-SGD is privopt.experiments._common.dpsgd_poisson) ---------------
 def _mechanism(method: str, steps: int, participation: Participation) -> tuple[Mechanism, dict]:
+    """The method's mechanism from :func:`privopt.noise.registry.tuned_mechanism` (banded with
+    L = S bands, the min-separation of one epoch: its columns of one record are then disjoint,
+    so the sensitivity is exact, sqrt(k) ||c||; a single pass takes SINGLE_PASS_BANDS), with
+    the selection of each choice stated for the results file."""
     pattern = participation_pattern(participation)
-    if method == "nu-dp-ftrl":
-        choice = tune_nu(steps, **pattern)
-        return nu_dpftrl(choice.nu), {"nu": choice.nu, "nu_selection": "privopt.noise.tune_nu"}
-    if method == "optimal-cc":
-        return optimal_cc(), {"nu": 0.0}
-    if method == "tree":
-        return _tree_mechanism(steps, participation)
+    if method == "banded":
+        bands = min(steps, pattern["min_sep"]) if pattern else min(steps, SINGLE_PASS_BANDS)
+        mech, info = tuned_mechanism(method, steps, participation, bands=bands)
+        return mech, {
+            "bands": bands,
+            "band_coefficients": info["coefficients"],
+            "banded_selection": (
+                "privopt.noise.optimize_banded_toeplitz (mean error, L = min-separation)"
+            ),
+        }
+    mech, info = tuned_mechanism(method, steps, participation)
+    if method == "nu-dpftrl":
+        return mech, {"nu": info["nu"], "nu_selection": "privopt.noise.tune_nu"}
     if method == "blt":  # optimised for the run's pattern on the mean error, as nu is tuned
-        blt = optimize_blt(steps, error="mean", **pattern)
-        return blt, {
-            "buf_decay": blt.buf_decay.tolist(),
-            "output_scale": blt.output_scale.tolist(),
+        return mech, {
+            **info,
             "blt_selection": "privopt.noise.optimize_blt (mean error, buffers grown to < 1%)",
         }
-    if method == "banded":
-        return _banded_mechanism(steps, participation)
-    raise ValueError(f"Unknown DP-FTRL method {method!r}.")
+    if method == "tree":
+        per_epoch = participation.min_sep
+        epochs = info["restart_every_epochs"]
+        return mech, {
+            "restart_block_steps": None if epochs is None else epochs * per_epoch,
+            "restart_selection": "min of sens^2 ||A B||_F^2 over whole-epoch blocks and no restart",
+            "restart_objective": {
+                str(None if m == "None" else int(m) * per_epoch): v
+                for m, v in info["restart_objective"].items()
+            },
+            "variance_reduction": "honaker",
+        }
+    return mech, info  # optimal-cc: {"nu": 0.0}
 
 
 #: bands of the banded mechanism for a single pass (no min-separation to match)
 SINGLE_PASS_BANDS = 32
-
-
-def _banded_mechanism(steps: int, participation: Participation) -> tuple[Mechanism, dict]:
-    """Banded Toeplitz C with L = S bands (the min-separation: one epoch), coefficients optimised
-    for the run's mean error; its columns of one record are disjoint, so the sensitivity is
-    exact: sqrt(k) ||c|| (L - 1 = S - 1 model-sized buffers)."""
-    pattern = participation_pattern(participation)
-    bands = min(steps, pattern["min_sep"]) if pattern else min(steps, SINGLE_PASS_BANDS)
-    mech = optimize_banded_toeplitz(steps, bands, error="mean", **pattern)
-    return mech, {
-        "bands": bands,
-        "band_coefficients": mech.coefficients.tolist(),
-        "banded_selection": (
-            "privopt.noise.optimize_banded_toeplitz (mean error, L = min-separation)"
-        ),
-    }
-
-
-def _tree_mechanism(steps: int, participation: Participation) -> tuple[Mechanism, dict]:
-    """Honaker-tree increments, restarted every m epochs with m chosen by objective (3)
-    (:func:`privopt.noise.tuning.tree_restart_candidates`: whole numbers of epochs dividing the
-    number of epochs, and no restart; data-independent, no privacy cost)."""
-    per_epoch = participation.min_sep
-    scored = [
-        (value, None if m is None else m * per_epoch, mech)  # type: ignore[operator]
-        for value, m, mech in tree_restart_candidates(steps, participation)
-    ]
-    _, block, mech = min(scored, key=lambda item: item[0])
-    return mech, {
-        "restart_block_steps": block,
-        "restart_selection": "min of sens^2 ||A B||_F^2 over whole-epoch blocks and no restart",
-        "restart_objective": {str(b): float(v) for v, b, _ in scored},
-        "variance_reduction": "honaker",
-    }
 
 
 # -- the experiment ----------------------------------------------------------------------------
@@ -269,12 +245,12 @@ def _run_grid(
         hp = hyperparameters[method]
         schedule = cooldown_schedule(hp["learning_rate"], steps)
         per_eps: dict[str, dict[str, Any]] = {}
-        if method != "dp-sgd":  # data-independent choices (nu, restarts): once per method
+        if method != "dpsgd":  # data-independent choices (nu, restarts): once per method
             mechanism, extra = _mechanism(method, steps, participation)
         for epsilon in epsilons:
             accuracies, reported = [], []
             entry: dict[str, Any] = {"target_epsilon": epsilon, "delta": delta}
-            if method == "dp-sgd":
+            if method == "dpsgd":
                 q = batch_size / n
                 # rtol 1e-3: the result is verified feasible, so at most 0.1% more noise than needed
                 sigma = calibrate_dpsgd_noise(
@@ -452,7 +428,7 @@ def reproduce_cifar_style(
     epochs = check_count("epochs", (5 if quick else 20) if epochs is None else epochs)
     batch_size = check_count("batch_size", batch_size)
     delta = check_probability("delta", delta)
-    methods = tuple(methods)
+    methods = tuple(canonical_mechanism(m, stacklevel=2) for m in methods)
     if not methods or len(set(methods)) != len(methods):
         raise ValueError(f"Expected distinct methods from {METHODS}, got {methods!r}.")
     for method in methods:
