@@ -85,6 +85,8 @@ def as_records(data: Any) -> Records:
         return Records(None, data.dataset, data.collate)
     if isinstance(data, TensorDataset):
         return Records(tuple(data.tensors), None, None)
+    if isinstance(data, tuple | list) and data and all(isinstance(t, np.ndarray) for t in data):
+        return as_records(tuple(torch.as_tensor(t) for t in data))  # numpy arrays converted
     if isinstance(data, tuple | list) and all(isinstance(t, torch.Tensor) for t in data):
         if len(data) < 2 or len({len(t) for t in data}) != 1:
             raise ValueError("Expected (inputs..., targets) tensors with one row per record.")

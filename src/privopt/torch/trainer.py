@@ -55,7 +55,7 @@ from typing import Any
 import numpy as np
 
 import torch
-from privopt._validate import check_positive, check_probability
+from privopt._validate import check_delta_for_rows, check_positive, check_probability
 from privopt.accounting import GaussianEvent, PoissonSampledGaussianEvent, PrivacyLedger
 from privopt.noise import SECRET_SEED_ASSUMPTION, Participation, independent
 from privopt.noise.rng import derived_seed
@@ -104,6 +104,33 @@ class TrainerStep:
     unclipped: int | None = None
 
 
+#: the most steps a run may plan (its correlated-noise mechanism is optimised for all of them)
+MAX_TRAINER_STEPS = 1_000_000
+
+
+def _whole(name: str, value: Any) -> int:
+    """A positive whole number (``batch_size=50.5`` or ``True`` are refused, not rounded)."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise ValueError(f"Expected {name} to be a whole number >= 1, got {value!r}.")
+    return int(value)
+
+
+def _check_optimizer(model: nn.Module, optimizer: torch.optim.Optimizer) -> None:
+    """The optimizer must hold exactly the model's trainable parameters: one over another
+    model's would spend the budget and train nothing; one missing some would leave them
+    unprivatised-but-unchanged while the report covers them."""
+    if not isinstance(optimizer, torch.optim.Optimizer):
+        raise ValueError(f"Expected a torch.optim.Optimizer, got {type(optimizer).__name__}.")
+    held = {id(p) for group in optimizer.param_groups for p in group["params"]}
+    trainable = {id(p) for p in model.parameters() if p.requires_grad}
+    if held != trainable:
+        raise ValueError(
+            f"The optimizer holds {len(held & trainable)} of the model's {len(trainable)} "
+            f"trainable parameters and {len(held - trainable)} others; build it from this "
+            "model's parameters, e.g. torch.optim.SGD(model.parameters(), lr=...)."
+        )
+
+
 def _keys(seed: int | None) -> tuple[int, int]:
     """(batch key, noise key), 128 bits each, derived from one secret root."""
     root = secrets.randbits(128) if seed is None else int(seed)
@@ -137,6 +164,8 @@ class PrivateTrainer:
         callback: called with a :class:`TrainerStep` after every step.
         ledger: record into this ledger (its relation must match); default a new one.
         diagnostics: also release the per-step private-batch loss (non-private; warns).
+        allow_large_delta: accept delta >= 1/N (refused by default, as in the estimators: such
+            a delta allows publishing a record outright).
         adaptive_clipping: a :class:`privopt.training.QuantileClipping`: the clip follows a
             quantile of the per-example norms, learnt from a noisy count released each step,
             at the same epsilon (``clip_norm`` is the initial clip;
@@ -167,11 +196,32 @@ class PrivateTrainer:
         ledger: PrivacyLedger | None = None,
         diagnostics: bool = False,
         adaptive_clipping: QuantileClipping | None = None,
+        allow_large_delta: bool = False,
     ) -> None:
         self.model, self.optimizer, self.lr_scheduler = model, optimizer, lr_scheduler
         self.records = as_records(dataset)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_probability("delta", delta)
+        # checks on public values, before anything is calibrated or recorded (issue 33)
+        n = len(self.records)
+        check_delta_for_rows(
+            self.delta, n, allow_large=allow_large_delta, flag="allow_large_delta=True"
+        )
+        batch_size, epochs = _whole("batch_size", batch_size), _whole("epochs", epochs)
+        if batch_size > n:
+            raise ValueError(
+                f"Expected batch_size <= the {n} records, got {batch_size}; use a smaller batch."
+            )
+        if epochs * max(1, n // batch_size) > MAX_TRAINER_STEPS:
+            raise ValueError(
+                f"epochs={epochs} with batch_size={batch_size} on {n} records is "
+                f"{epochs * (n // batch_size):,} steps, above the limit of "
+                f"{MAX_TRAINER_STEPS:,} (the noise mechanism is optimised for the whole run); "
+                "use fewer epochs or larger batches."
+            )
+        if seed is not None and (isinstance(seed, bool) or not isinstance(seed, int) or seed < 0):
+            raise ValueError(f"Expected seed to be None or an int >= 0, got {seed!r}.")
+        _check_optimizer(model, optimizer)
         self.accountant = accountant
         self.loss_fn = loss_fn or (
             lambda out, y: nn.functional.cross_entropy(out, y, reduction="none")
