@@ -3,9 +3,11 @@
 A checkpoint holds, in one atomic write: the model and optimizer state, the noise stream's state
 (step, secret key, BLT buffers / tree nodes / Toeplitz history on their device), the secret key
 of the batch order and the number of batches read, the plan's signature (so that a checkpoint is
-never resumed under another plan), and the privacy ledger. Resuming regenerates the batch order
-and continues the same noise stream: no released step is ever re-drawn with fresh noise (which
-would be a second, unaccounted release of that step).
+never resumed under another plan) and the optimizer's type. It holds no privacy ledger: the
+resuming trainer keeps the one it recorded from its own plan (the whole run's event, recorded
+before any record is read), so nothing in the file can lower the report. Resuming regenerates
+the batch order and continues the same noise stream: no released step is ever re-drawn with
+fresh noise (which would be a second, unaccounted release of that step).
 
 The checkpoint holds the secret keys: anyone who reads it can regenerate the noise. Keep it as
 secret as the data.
@@ -24,9 +26,32 @@ from privopt import accounting
 from privopt.accounting import PrivacyEvent, PrivacyLedger
 from privopt.training import TrainingPlan
 
-__all__ = ["atomic_save", "ledger_from_dict", "ledger_to_dict", "plan_signature"]
+__all__ = [
+    "CHECKPOINT_FIELDS",
+    "FORMAT",
+    "atomic_save",
+    "ledger_from_dict",
+    "ledger_to_dict",
+    "plan_signature",
+]
 
-FORMAT = "privopt.torch checkpoint v1"
+#: v2: the ledger is no longer written (a resume rebuilds it from the plan), the optimizer's
+#: type is; v1 files are refused (their ledger would be trusted)
+FORMAT = "privopt.torch checkpoint v2"
+#: the fields a checkpoint must hold
+CHECKPOINT_FIELDS = (
+    "plan",
+    "step",
+    "batch_key",
+    "noise",
+    "adaptive",
+    "model",
+    "optimizer_type",
+    "optimizer",
+    "lr_scheduler",
+    "torch_rng",
+    "cuda_rng",
+)
 
 
 def plan_signature(plan: TrainingPlan) -> dict[str, Any]:

@@ -44,6 +44,7 @@ adaptive clipping the exact count is used only to draw the noisy count, then dro
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
 import math
 import secrets
@@ -60,13 +61,7 @@ from privopt.accounting import GaussianEvent, PoissonSampledGaussianEvent, Priva
 from privopt.noise import SECRET_SEED_ASSUMPTION, Participation, independent
 from privopt.noise.rng import derived_seed
 from privopt.noise.torch_streams import TORCH_NOISE_ASSUMPTION, torch_noise_stream
-from privopt.torch.checkpoint import (
-    FORMAT,
-    atomic_save,
-    ledger_from_dict,
-    ledger_to_dict,
-    plan_signature,
-)
+from privopt.torch.checkpoint import CHECKPOINT_FIELDS, FORMAT, atomic_save, plan_signature
 from privopt.torch.clipping import GradientClipper, check_model
 from privopt.torch.data import as_records
 from privopt.torch.mechanisms import build_plan
@@ -439,7 +434,8 @@ class PrivateTrainer:
 
     # -- checkpoints ------------------------------------------------------------------------------
     def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs (holds the secret keys: keep it secret)."""
+        """Everything a resume needs (holds the secret keys: keep it secret). The ledger is
+        not part of it: a resume rebuilds it from the plan (see :meth:`load_state_dict`)."""
         return {
             "format": FORMAT,
             "plan": plan_signature(self.plan),
@@ -448,39 +444,111 @@ class PrivateTrainer:
             "noise": self._stream.state(),
             "adaptive": None if self._adaptive is None else self._adaptive.state(),
             "model": self.model.state_dict(),
+            "optimizer_type": type(self.optimizer).__name__,
             "optimizer": self.optimizer.state_dict(),
             "lr_scheduler": None if self.lr_scheduler is None else self.lr_scheduler.state_dict(),
             "torch_rng": torch.get_rng_state(),
             "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
-            "ledger": ledger_to_dict(self.ledger),
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` (the same plan: checked field by field)."""
-        if state.get("format") != FORMAT:
-            raise ValueError("Not a privopt.torch checkpoint.")
+        """Resume from :meth:`state_dict`: the same plan (checked field by field), the same
+        optimizer type and parameter groups, a step within the plan.
+
+        Nothing the file says about privacy is trusted: the ledger stays the one this trainer
+        recorded from its plan before reading any record (the whole run's event), so a
+        tampered or emptied ledger cannot lower the report; the position only says where the
+        batch order and the noise stream continue. Either everything loads or nothing changes:
+        on any failure the model, optimizer, scheduler and trainer are as before, and the error
+        is one line (:class:`ValueError`).
+        """
+        self._check_checkpoint(state)
+        saved = (
+            copy.deepcopy(self.model.state_dict()),
+            copy.deepcopy(self.optimizer.state_dict()),
+            None if self.lr_scheduler is None else copy.deepcopy(self.lr_scheduler.state_dict()),
+            dict(self.__dict__),
+            torch.get_rng_state(),
+        )
+        try:
+            self._restore(state)
+        except Exception as error:
+            self.model.load_state_dict(saved[0])
+            self.optimizer.load_state_dict(saved[1])
+            if self.lr_scheduler is not None:
+                self.lr_scheduler.load_state_dict(saved[2])
+            self.__dict__.clear()
+            self.__dict__.update(saved[3])
+            torch.set_rng_state(saved[4])
+            detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+            raise ValueError(
+                f"The checkpoint could not be restored ({detail}); nothing was changed."
+            ) from None
+
+    def _check_checkpoint(self, state: Any) -> None:
+        """Refuse, before anything changes, what is not a checkpoint of this run."""
+        if not isinstance(state, dict) or state.get("format") != FORMAT:
+            raise ValueError(f"Not a privopt.torch checkpoint (expected {FORMAT!r}).")
+        missing = [k for k in CHECKPOINT_FIELDS if k not in state]
+        if missing:
+            raise ValueError(f"The checkpoint misses {missing}; it is truncated or not ours.")
         mine = plan_signature(self.plan)
         if state["plan"] != mine:
-            diff = sorted(k for k in mine if state["plan"].get(k) != mine[k])
+            theirs = state["plan"] if isinstance(state["plan"], dict) else {}
+            diff = sorted(k for k in mine if theirs.get(k) != mine[k])
             raise ValueError(f"The checkpoint was written under another plan (differs in {diff}).")
+        step = state["step"]
+        if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= self.steps:
+            raise ValueError(
+                f"The checkpoint's step {step!r} is not within this plan's 0..{self.steps} steps."
+            )
+        if state["optimizer_type"] != type(self.optimizer).__name__:
+            raise ValueError(
+                f"The checkpoint was written with a {state['optimizer_type']} optimizer, this "
+                f"trainer has a {type(self.optimizer).__name__}; build the same optimizer."
+            )
+        groups = (
+            state["optimizer"].get("param_groups") if isinstance(state["optimizer"], dict) else None
+        )
+        mine_groups = self.optimizer.state_dict()["param_groups"]
+        if (
+            not isinstance(groups, list)
+            or [len(g.get("params", ())) for g in groups] != [len(g["params"]) for g in mine_groups]
+            or [sorted(g) for g in groups] != [sorted(g) for g in mine_groups]
+        ):
+            raise ValueError(
+                "The checkpoint's optimizer has other parameter groups or settings than this "
+                "trainer's; build the optimizer as in the run that wrote it."
+            )
+
+    def _restore(self, state: dict[str, Any]) -> None:
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
         if self.lr_scheduler is not None and state["lr_scheduler"] is not None:
             self.lr_scheduler.load_state_dict(state["lr_scheduler"])
-        self._start(int(state["batch_key"]), int(state["noise"]["key"]), int(state["step"]))
-        self._checked = int(state["step"]) > 0  # the restored ledger states the check
+        step = int(state["step"])
+        self._start(int(state["batch_key"]), int(state["noise"]["key"]), step)
         self._stream.restore(state["noise"])
         if self._adaptive is not None:
             self._adaptive.restore(state["adaptive"])
         torch.set_rng_state(state["torch_rng"].cpu())
         if state["cuda_rng"] and torch.cuda.is_available():
             torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
-        self.ledger = ledger_from_dict(state["ledger"])
+        self._checked = False  # the model is checked again before the next private step
 
     def save(self, path) -> None:
         """Write :meth:`state_dict` atomically to ``path``."""
         atomic_save(self.state_dict(), path)
 
     def load(self, path) -> None:
-        """Resume from a file written by :meth:`save` (``torch.load(weights_only=True)``)."""
-        self.load_state_dict(torch.load(path, map_location=self.device, weights_only=True))
+        """Resume from a file written by :meth:`save` (``torch.load(weights_only=True)``); a
+        file that is not one is refused in one line, with nothing changed."""
+        try:
+            state = torch.load(path, map_location=self.device, weights_only=True)
+        except FileNotFoundError:
+            raise ValueError(f"No checkpoint at {str(path)!r}.") from None
+        except Exception as error:  # unpickling errors of any kind: not a checkpoint
+            raise ValueError(
+                f"{str(path)!r} is not a privopt.torch checkpoint ({type(error).__name__})."
+            ) from None
+        self.load_state_dict(state)
