@@ -88,3 +88,16 @@ def test_dependency_notices_are_one_line(capsys, caplog):
     code, _, err, _ = run(capsys, "--debug", *argv, "--delta", "1e-6", "--accountant", "rdp")
     assert code == 0 and "notices from dependencies" not in err  # --debug: all of them logged
     assert sum("failed to converge" in r.getMessage() for r in caplog.records) > 1
+
+
+@pytest.mark.parametrize(
+    ("flag", "limit"), [("--runs=1000000", "64"), ("--canaries=1000000000", "100000")]
+)
+def test_audit_sizes_are_bounded_before_work_starts(flag, limit):
+    from typer.testing import CliRunner
+
+    from privopt.cli import app
+
+    result = CliRunner().invoke(app, ["audit", "dpsgd", flag])
+    assert result.exit_code == 2
+    assert limit in result.output

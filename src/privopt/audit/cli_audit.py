@@ -42,6 +42,12 @@ def audit_selftest(
         _emit(f"{label} Gaussian mechanism: {verdict}", values, False)
 
 
+#: bounds on the work one audit command may start (issue 33: huge values ran for minutes or
+#: printed pages of warnings before failing)
+MAX_RUNS = 64
+MAX_CANARIES = 100_000
+
+
 def _audit(
     algorithm: str,
     epsilon: float | None,
@@ -84,12 +90,19 @@ def _command(name: str) -> None:
             typer.Option(
                 "--runs",
                 min=1,
+                max=MAX_RUNS,
                 help="Core paths: one-run audits pooled (default 1); estimators: fits "
-                "pooled (default: the audit's own).",
+                f"pooled (default: the audit's own); at most {MAX_RUNS}.",
             ),
         ] = None,
         canaries: Annotated[
-            int, typer.Option("--canaries", min=2, help="Gradient canaries per core run.")
+            int,
+            typer.Option(
+                "--canaries",
+                min=2,
+                max=MAX_CANARIES,
+                help=f"Gradient canaries per core run (at most {MAX_CANARIES:,}).",
+            ),
         ] = 1000,
         confidence: Annotated[
             float, typer.Option("--confidence", help="Confidence of the bound, in (0, 1).")
