@@ -50,7 +50,8 @@ def _epsilon_or_inf(alpha: float, n: int, delta: float) -> float:
 
 
 def max_ssgd_epsilon(n: int, delta: float) -> float:
-    """Largest central epsilon the FMT21 closed form can certify for n records (the validity edge of alpha, by the verified search)."""
+    """Largest central epsilon the FMT21 closed form can certify for n records (at the validity
+    edge of alpha, found by the verified search)."""
     n = check_count("n", n)
     delta = check_probability("delta", delta)
     # The smallest valid alpha gives the largest certifiable epsilon.

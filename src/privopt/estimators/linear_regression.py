@@ -258,7 +258,8 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         return self._finish_fit(method, w, trace, info, reasons, bounds, ledger)
 
     def _check_public(self, n_rows: int) -> None:
-        check_delta_for_rows(self.delta, n_rows, allow_large=self.allow_large_delta)
+        if n_rows >= 1:  # no rows: validate_data names the empty input
+            check_delta_for_rows(self.delta, n_rows, allow_large=self.allow_large_delta)
 
     def _start_fit(self, method: str, d: int) -> tuple:
         """(ledger, rng, mu, public bounds or None): the start of every fit (in memory or on
