@@ -22,13 +22,13 @@ from sklearn.pipeline import make_pipeline
 from privopt import DPLinearClassifier
 from privopt.datasets.adult import adult_preprocessor, load_adult
 
-ADULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult.csv"
+ADULT = None  # the copy bundled with privopt
 EPSILONS = (0.1, 0.5, 1.0, 2.0, 8.0)
 LOSSES = ("hinge", "squared_hinge", "qnorm_hinge", "logistic")
 PERTURBATIONS = ("gradient", "output")
 
 
-def run(path: Path = ADULT, epsilons=EPSILONS, losses=LOSSES) -> dict:
+def run(path: Path | None = ADULT, epsilons=EPSILONS, losses=LOSSES) -> dict:
     data = load_adult(path)
     X_train, X_test, y_train, y_test = train_test_split(
         data.X, data.y, test_size=0.2, random_state=0

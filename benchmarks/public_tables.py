@@ -18,7 +18,7 @@ Kaggle files)::
     bike_hour.csv           colegulledge/Bike_Share_Analysis_UCI_data hour.csv (UCI)
     beijing_pm25.csv        SMU-Rainflow/PM2.5_predict PRSA_data_2010.1.1-2014.12.31.csv (UCI)
     seoul_bike.csv          Itskindastrange/Seoul-Bike-Sharing-Demand-UCI-Dataset (latin-1 -> utf-8)
-    ccpp.csv                ../shared/data/ccpp_power_plant.csv (UCI)
+    ccpp.csv                privopt.datasets.load_power_plant() (UCI; bundled with privopt)
 
 Numeric features only: categorical columns (California's ``ocean_proximity``, King County's
 ``zipcode`` except in ``kc_house_18``, Beijing's wind direction ``cbwd``, Seoul's seasons /

@@ -24,7 +24,7 @@ import numpy as np
 from privopt import DPLinearRegression
 from privopt.accounting import PrivacyLedger
 from privopt.algorithms import dp_ambssgd, practical_config
-from privopt.datasets import load_table, make_linear_regression
+from privopt.datasets import load_power_plant, make_linear_regression
 
 METHODS = ("auto", "newton", "adassp", "ambssgd", "dpsgd", "ssgd")
 DELTA = 1e-7
@@ -163,10 +163,7 @@ def _timed(fn) -> float:
 def ccpp_r2(seeds, epsilons=(1.0, 1e4)) -> dict:
     """Test R^2 on CCPP (80/20 split) with only epsilon and delta given, every method, and the
     default on 2,000-row subsamples; plus the default's time at epsilon = 1e4."""
-    shared = HERE.parent.parent / "shared" / "data" / "ccpp_power_plant.csv"
-    if not shared.exists():
-        return {"skipped": f"{shared} not found"}
-    table = load_table(shared, "PE")
+    table = load_power_plant()
     split = np.random.default_rng(0).permutation(table.y.size)
     train, test = split[: int(0.8 * split.size)], split[int(0.8 * split.size) :]
 

@@ -17,10 +17,10 @@ from sklearn.pipeline import make_pipeline
 from privopt import DPLinearClassifier
 from privopt.datasets.adult import adult_preprocessor, load_adult
 
-DEFAULT = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "adult.csv"
+DEFAULT = None  # the copy bundled with privopt
 
 
-def main(path: Path = DEFAULT) -> None:
+def main(path: Path | None = DEFAULT) -> None:
     data = load_adult(path)
     X_train, X_test, y_train, y_test = train_test_split(
         data.X, data.y, test_size=0.2, random_state=0

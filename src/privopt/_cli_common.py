@@ -212,8 +212,24 @@ def run_app(app: typer.Typer, argv: list[str] | None = None) -> None:
         _run_app(app, argv)
 
 
+def _no_type(ctx: Any) -> None:
+    return None
+
+
+def _hide_flag_metavars(command: Any) -> None:
+    """Blank the type column of on/off flags (typer shows ``<bool>``, as if a value followed),
+    the help option included, in ``command`` and every sub-command."""
+    ctx = command.context_class(command, info_name=command.name)
+    for param in [*command.params, command.get_help_option(ctx)]:
+        if getattr(param, "is_flag", False):
+            param.display_type_rich = _no_type
+    for sub in getattr(command, "commands", {}).values():
+        _hide_flag_metavars(sub)
+
+
 def _run_app(app: typer.Typer, argv: list[str] | None) -> None:
     command = typer.main.get_command(app)
+    _hide_flag_metavars(command)
     try:
         result = command.main(args=argv, prog_name="privopt", standalone_mode=False)
     except Exit as exc:

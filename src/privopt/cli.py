@@ -29,6 +29,7 @@ from privopt._cli_common import (
     root_callback,
     run_app,
 )
+from privopt._cli_datasets import datasets_app
 from privopt._cli_fit_backend import (
     BackendOption,
     DataArgument,
@@ -53,6 +54,7 @@ account_app = typer.Typer(
 app.add_typer(account_app, name="account")
 app.add_typer(noise_app, name="noise")
 app.add_typer(audit_app, name="audit")
+app.add_typer(datasets_app, name="datasets")
 app.callback()(root_callback)
 # name -> (module, function, payload keys too large for stdout). Each function takes
 # (out: Path, *, quick: bool) and writes NAME.png and NAME.json into out.

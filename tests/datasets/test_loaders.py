@@ -10,10 +10,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from privopt.datasets import Table, load_features, load_table
-
-# tests/datasets/test_loaders.py -> parents[2] is the repository root; shared/ is its sibling.
-SHARED_DATA = Path(__file__).resolve().parents[2].parent / "shared" / "data"
+from privopt.datasets import Table, load_adult, load_features, load_power_plant, load_table
+from privopt.datasets.adult import ADULT_COLUMNS
+from privopt.datasets.bundled import bundled_path
 
 SMALL_CSV = "a,target,b,c\n1,10.5,0.25,true\n2,-3,6.25e-2,false\n3,0,-7.125,true\n"
 SMALL_X = np.array([[1.0, 0.25, 1.0], [2.0, 0.0625, 0.0], [3.0, -7.125, 1.0]])
@@ -201,29 +200,60 @@ def test_unparseable_files(tmp_path: Path) -> None:
         load_table(bad, "y")
 
 
-# --- the shared real datasets -------------------------------------------------------------------
+# --- the bundled real datasets ------------------------------------------------------------------
 
 
-def _shared(name: str) -> Path:
-    path = SHARED_DATA / name
-    if not path.is_file():
-        pytest.skip(f"shared data file {path} is not available")
-    return path
-
-
-def test_ccpp_power_plant() -> None:
-    # shared/data/README.md: 9,568 rows, columns AT, V, AP, RH, PE; target PE in MW.
-    table = load_table(_shared("ccpp_power_plant.csv"), "PE")
+def test_power_plant_is_bundled_with_description_and_source() -> None:
+    # UCI Combined Cycle Power Plant: 9,568 rows, columns AT, V, AP, RH, PE; target PE in MW.
+    table = load_power_plant()
     assert table.X.shape == (9568, 4)
+    assert table.X.dtype == np.float64
     assert table.feature_names == ("AT", "V", "AP", "RH")
     assert table.target == "PE"
     np.testing.assert_array_equal(table.X[0], [8.34, 40.77, 1010.84, 90.01])
     assert table.y[0] == 480.48
     assert 400.0 < table.y.min() < table.y.max() < 500.0
+    assert "9,568" in table.description and "CC BY 4.0" in table.source
 
 
-def test_adult_numeric_columns_load_and_categorical_ones_are_refused() -> None:
-    path = _shared("adult.csv")
+def test_power_plant_equals_load_table_on_the_same_file() -> None:
+    table = load_table(bundled_path("ccpp_power_plant.csv.gz"), "PE")
+    bundled = load_power_plant()
+    np.testing.assert_array_equal(table.X, bundled.X)
+    np.testing.assert_array_equal(table.y, bundled.y)
+    assert table.description == "" and table.source == ""
+
+
+def test_adult_is_bundled_with_description_and_source() -> None:
+    data = load_adult()
+    assert data.X.shape == (32561, 14)
+    assert data.feature_names == ADULT_COLUMNS and data.target == "income"
+    assert set(np.unique(data.y)) == {-1.0, 1.0}
+    assert np.mean(data.y == 1.0) == pytest.approx(0.2408, abs=5e-4)  # 24.1% earn >50K
+    assert data.X[0, 0] == 39.0 and data.X[0, 1] == "State-gov"
+    assert "32,561" in data.description and "CC BY 4.0" in data.source
+
+
+def test_adult_from_a_path_and_its_refusals(tmp_path) -> None:
+    with gzip.open(bundled_path("adult.csv.gz"), "rt") as handle:
+        lines = handle.read().splitlines()[:6]
+    plain = tmp_path / "adult.csv"
+    plain.write_text("\n".join(lines) + "\n")
+    data = load_adult(plain)
+    assert data.X.shape == (5, 14) and data.source == ""
+    ragged = tmp_path / "ragged.csv"
+    ragged.write_text("\n".join([*lines[:2], lines[2] + ",extra"]) + "\n")
+    with pytest.raises(ValueError, match="does not have 15 cells"):
+        load_adult(ragged)
+    other = tmp_path / "other.csv"
+    other.write_text("a,b\n1,2\n")
+    with pytest.raises(ValueError, match="is not the Adult table"):
+        load_adult(other)
+
+
+def test_adult_numeric_columns_load_and_categorical_ones_are_refused(tmp_path) -> None:
+    path = tmp_path / "adult.csv.gz"
+    path.write_bytes(bundled_path("adult.csv.gz").read_bytes())
     table = load_table(path, "hours_per_week", features=["age", "education_num", "capital_gain"])
     assert table.X.shape == (32561, 3)
     with pytest.raises(ValueError, match=r"Column 'income' is not numeric .*row 0") as e:

@@ -12,8 +12,6 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 from privopt import DPLinearClassifier, DPSGDRegressor
 from privopt.datasets import make_linear_regression
 
-ADULT = Path(__file__).resolve().parents[2].parent / "shared" / "data" / "adult.csv"
-
 
 def _classification(n, d=5, seed=0):
     rng = np.random.default_rng(seed)
@@ -22,7 +20,7 @@ def _classification(n, d=5, seed=0):
     return X, y
 
 
-@pytest.mark.skipif(not ADULT.exists(), reason="shared/data/adult.csv is not available")
+@pytest.mark.slow  # 13 s: the full Adult table
 def test_adult_hinge_within_5_points_of_non_private_logistic_regression():
     """The issue's bar: 80/20 split, public bounds, epsilon = 1, delta = 1e-6.
 
@@ -31,7 +29,7 @@ def test_adult_hinge_within_5_points_of_non_private_logistic_regression():
     """
     from privopt.datasets.adult import adult_preprocessor, load_adult
 
-    data = load_adult(ADULT)
+    data = load_adult()
     X_train, X_test, y_train, y_test = train_test_split(
         data.X, data.y, test_size=0.2, random_state=0
     )
@@ -176,12 +174,12 @@ def test_srgd_method_single_epoch_accelerated():
         DPLinearClassifier(method="srgd", loss="hinge", feature_bounds=(-10, 15)).fit(X, y)
 
 
-@pytest.mark.skipif(not ADULT.exists(), reason="shared/data/adult.csv is not available")
+@pytest.mark.slow  # 11 s: the example on the full Adult table
 def test_adult_example_runs(capsys):
     import runpy
 
     module = runpy.run_path(
         str(Path(__file__).resolve().parents[2] / "examples" / "adult_classifier.py")
     )
-    module["main"](ADULT)
+    module["main"]()
     assert "private hinge, epsilon = 1" in capsys.readouterr().out

@@ -2,21 +2,17 @@
 
 import time
 import tracemalloc
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from privopt import DPLinearRegression
-from privopt.datasets import load_table
-
-CCPP = Path(__file__).resolve().parents[3] / "shared" / "data" / "ccpp_power_plant.csv"
-pytestmark = pytest.mark.skipif(not CCPP.exists(), reason="shared CCPP data not found")
+from privopt.datasets import load_power_plant
 
 
 @pytest.fixture(scope="module")
 def ccpp():
-    table = load_table(CCPP, "PE")
+    table = load_power_plant()
     order = np.random.default_rng(0).permutation(table.y.size)
     cut = int(0.8 * order.size)
     train, test = order[:cut], order[cut:]

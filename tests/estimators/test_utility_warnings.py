@@ -1,13 +1,12 @@
 """No silent garbage: public-quantity checks warn on configurations that cannot learn."""
 
 import warnings
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from privopt import DPLinearRegression
-from privopt.datasets import load_table, make_linear_regression
+from privopt.datasets import load_power_plant, make_linear_regression
 from privopt.estimators._utility import (
     UtilityWarning,
     check_binary_labels,
@@ -17,14 +16,10 @@ from privopt.estimators._utility import (
     warn_if_useless,
 )
 
-CCPP = Path(__file__).resolve().parents[3] / "shared" / "data" / "ccpp_power_plant.csv"
-
 
 @pytest.fixture(scope="module")
 def ccpp():
-    if not CCPP.exists():
-        pytest.skip("shared CCPP data not found")
-    table = load_table(CCPP, "PE")
+    table = load_power_plant()
     return table.X[:7654], table.y[:7654]
 
 

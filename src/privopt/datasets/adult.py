@@ -17,7 +17,7 @@ Use it as the first step of a scikit-learn pipeline, e.g.::
     from privopt import DPLinearClassifier
     from privopt.datasets.adult import adult_preprocessor, load_adult
 
-    data = load_adult("adult.csv")
+    data = load_adult()  # the bundled copy; or load_adult("path/to/adult.csv")
     model = make_pipeline(adult_preprocessor(), DPLinearClassifier(epsilon=1.0, delta=1e-6,
                                                                    feature_bounds=(0.0, 1.0)))
     model.fit(data.X, data.y)
@@ -28,15 +28,18 @@ Use it as the first step of a scikit-learn pipeline, e.g.::
 from __future__ import annotations
 
 import csv
+import gzip
 import os
-from dataclasses import dataclass
 
 import numpy as np
+
+from privopt.datasets.loaders import Table
 
 __all__ = [
     "ADULT_CATEGORIES",
     "ADULT_COLUMNS",
     "ADULT_NUMERIC_RANGES",
+    "ADULT_SOURCE",
     "AdultData",
     "adult_preprocessor",
     "load_adult",
@@ -108,35 +111,80 @@ ADULT_NUMERIC_RANGES: dict[str, tuple[float, float, bool]] = {
 }
 
 
-@dataclass(frozen=True, eq=False)
-class AdultData:
-    """Adult rows: ``X`` (n, 14) object array in :data:`ADULT_COLUMNS` order; ``y`` in {-1, +1}
-    (+1 for income ``>50K``)."""
+#: Origin and licence of the Adult table.
+ADULT_SOURCE = (
+    "UCI Machine Learning Repository, 'Adult' (Becker & Kohavi 1996, doi:10.24432/C5XW20), "
+    "training split adult.data, licensed CC BY 4.0."
+)
 
-    X: np.ndarray
-    y: np.ndarray
+_ADULT_DESCRIPTION = (
+    "32,561 records of the 1994 US census extract: 6 numeric columns (age, fnlwgt, "
+    "education_num, capital_gain, capital_loss, hours_per_week) and 8 categorical ones "
+    "('?' marks a missing value); target income, y = +1 for '>50K' (24.1%) and -1 for '<=50K'."
+)
+
+#: The rows of :func:`load_adult`: a :class:`~privopt.datasets.loaders.Table` whose ``X`` is an
+#: object array (categories as strings, numeric columns as floats).
+AdultData = Table
 
 
-def load_adult(path: str | os.PathLike[str]) -> AdultData:
-    """Read the Adult CSV (header row, the columns of :data:`ADULT_COLUMNS` plus ``income``)."""
-    with open(path, newline="") as handle:
+def load_adult(path: str | os.PathLike[str] | None = None) -> Table:
+    """The Adult table: ``X`` (n, 14) object array in :data:`ADULT_COLUMNS` order, ``y`` in
+    {-1, +1} (+1 for income ``>50K``).
+
+    Parameters
+    ----------
+    path : str or path-like, optional
+        A CSV with a header row holding the columns of :data:`ADULT_COLUMNS` plus ``income``
+        (``.csv`` or ``.csv.gz``). ``None`` (default) reads the copy bundled with privopt
+        (32,561 rows, the UCI training split).
+
+    Returns
+    -------
+    Table
+        With ``feature_names`` :data:`ADULT_COLUMNS`, ``target`` ``"income"`` and, for the
+        bundled copy, ``description`` and ``source``. Encode ``X`` with
+        :func:`adult_preprocessor` (public categories and ranges) before a private fit.
+    """
+    bundled = path is None
+    if bundled:
+        from privopt.datasets.bundled import bundled_path
+
+        path = bundled_path("adult.csv.gz")
+    name = os.fspath(path)
+    opener = gzip.open if name.endswith(".gz") else open
+    with opener(name, "rt", newline="") as handle:
         reader = csv.reader(handle)
-        header = [h.strip() for h in next(reader)]
+        header = [h.strip() for h in next(reader, [])]
         expected = [*ADULT_COLUMNS, "income"]
         if header != expected:
-            raise ValueError(f"{path} is not the Adult table: expected columns {expected}.")
+            raise ValueError(f"{name} is not the Adult table: expected columns {expected}.")
         rows = [[v.strip() for v in row] for row in reader if row]
     if not rows:
-        raise ValueError(f"{path} has no rows.")
+        raise ValueError(f"{name} has no rows.")
+    if any(len(row) != len(expected) for row in rows):
+        raise ValueError(
+            f"{name} is not the Adult table: a row does not have {len(expected)} cells."
+        )
     table = np.array(rows, dtype=object)
     X = table[:, :-1]
-    for name, (_, _, _) in ADULT_NUMERIC_RANGES.items():
-        j = ADULT_COLUMNS.index(name)
-        X[:, j] = X[:, j].astype(float)
+    for column in ADULT_NUMERIC_RANGES:
+        j = ADULT_COLUMNS.index(column)
+        try:
+            X[:, j] = X[:, j].astype(float)
+        except ValueError:
+            raise ValueError(f"{name}: column {column!r} is not numeric.") from None
     labels = table[:, -1]
     if not set(labels) <= {"<=50K", ">50K"}:
         raise ValueError("The income column must hold '<=50K' or '>50K'.")
-    return AdultData(X=X, y=np.where(labels == ">50K", 1.0, -1.0))
+    return Table(
+        X=X,
+        y=np.where(labels == ">50K", 1.0, -1.0),
+        feature_names=ADULT_COLUMNS,
+        target="income",
+        description=_ADULT_DESCRIPTION if bundled else "",
+        source=ADULT_SOURCE if bundled else "",
+    )
 
 
 def _scale_numeric(columns: np.ndarray) -> np.ndarray:
@@ -179,9 +227,12 @@ def adult_preprocessor():
 
 
 def load_adult_arrays(
-    path: str | os.PathLike[str], split_seed: int = 0
+    path: str | os.PathLike[str] | None = None, split_seed: int = 0
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """(X_train, y_train, X_test, y_test): 80/20 split, public encoding plus a constant 1."""
+    """(X_train, y_train, X_test, y_test): 80/20 split, public encoding plus a constant 1.
+
+    ``path=None`` reads the bundled copy (see :func:`load_adult`).
+    """
     from sklearn.model_selection import train_test_split
 
     data = load_adult(path)

@@ -42,12 +42,19 @@ class Table:
         Names of the columns of ``X``.
     target : str
         Name of the target column.
+    description : str
+        What the rows are (set by the bundled loaders of :mod:`privopt.datasets.bundled`,
+        empty for a file read with :func:`load_table`).
+    source : str
+        Where the table comes from and under which licence (bundled loaders only).
     """
 
     X: np.ndarray
     y: np.ndarray
     feature_names: tuple[str, ...]
     target: str
+    description: str = ""
+    source: str = ""
 
 
 def load_table(

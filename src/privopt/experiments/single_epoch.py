@@ -40,9 +40,10 @@ Problems
   disc), so it is computed by deterministic quadrature (Gauss–Jacobi in r^2 times the trapezoid
   rule in the angle; converged to ~1e-15) instead of Monte Carlo. A Monte Carlo estimate on
   2^20 fresh points is reported as a cross-check. Each seed draws a fresh training sample.
-* **Adult** (``shared/data/adult.csv``): 80/20 train/test split (random_state=0), the
-  public-knowledge encoding :func:`privopt.datasets.adult.adult_preprocessor` (105 columns in
-  [0, 1]) plus a constant 1, so ``||x|| <= sqrt(15)``; labels in {-1, +1}; logistic loss;
+* **Adult** (the copy bundled with privopt, :func:`privopt.datasets.load_adult`): 80/20
+  train/test split (random_state=0), the public-knowledge encoding
+  :func:`privopt.datasets.adult.adult_preprocessor` (105 columns in [0, 1]) plus a constant
+  1, so ``||x|| <= sqrt(15)``; labels in {-1, +1}; logistic loss;
   test accuracy. R = 8 for SRGD. Each seed redraws the algorithms' randomness. Skipped (with a
   note in the JSON) when the file is missing.
 
@@ -154,7 +155,7 @@ def reproduce_single_epoch(
         seeds: default 0..4 (quick 0, 1). Synthetic: seed i draws training sample i.
         delta: the target delta (default 1e-6, below 1/n for both problems).
         n_synthetic: synthetic training size (default 2^16; quick 2^12).
-        adult_path: the Adult CSV (default ``shared/data/adult.csv`` next to the repository);
+        adult_path: the Adult CSV (default: the copy bundled with privopt);
             a missing file skips the Adult part (noted in the JSON).
         hyperparameters: override of :data:`DEFAULT_HYPERPARAMETERS` (same layout).
         dpsgd_accountant: ``"pld"`` (default) or ``"rdp"`` (quick) for multi-epoch DP-SGD.

@@ -13,8 +13,8 @@ from __future__ import annotations
 import json
 import math
 from importlib import resources
-from pathlib import Path
 
+from privopt.datasets.bundled import bundled_path
 from privopt.experiments._common import COOLDOWN_FACTOR, COOLDOWN_FRACTION
 
 __all__ = [
@@ -56,7 +56,8 @@ STEP_EXPONENTS = (0.25, 0.3125, 0.375, 0.4375, 0.5)
 QUICK_STEP_EXPONENTS = (0.25, 0.5)
 #: Epochs of the multi-epoch DP-SGD baseline (fixed in advance, not tuned).
 MULTI_EPOCHS = 5
-ADULT_PATH = Path(__file__).resolve().parents[3].parent / "shared" / "data" / "adult.csv"
+#: The Adult table bundled with privopt (privopt.datasets.load_adult).
+ADULT_PATH = bundled_path("adult.csv.gz")
 ADULT_RADIUS = 8.0
 #: ||x|| <= sqrt(15) for the Adult encoding: 6 numeric columns in [0, 1], 8 one-hot blocks with
 #: at most one 1 each, and the constant 1.
