@@ -12,13 +12,12 @@ from privopt.accounting import (
     PrivacyLedger,
     gdp_mu,
 )
-from privopt.algorithms.baselines import (
+from privopt.algorithms.baselines import dpsgd_linear, ols
+from privopt.releases.adassp import (
     ADASSP_LOWER_BOUND_SIGMAS,
     ADASSP_RIDGE_Z,
     adassp,
     adassp_sensitivities,
-    dpsgd_linear,
-    ols,
 )
 
 # Tests of the clipping behaviour read the non-private clip fractions on purpose.

@@ -43,19 +43,19 @@ def test_every_method_has_an_audit_and_a_cli_name():
 
 
 def test_scaled_noise_scales_every_gaussian_draw_and_restores():
-    import privopt.algorithms.baselines as baselines
+    import privopt.releases.adassp as adassp_module
     from privopt.noise import independent
 
-    original = baselines.gaussian_noise
+    original = adassp_module.gaussian_noise
     with scaled_noise(0.25):
-        a = baselines.gaussian_noise(np.random.default_rng(1), 2.0, 20_000)
+        a = adassp_module.gaussian_noise(np.random.default_rng(1), 2.0, 20_000)
         stream = independent().noise_stream(3, 2.0, rng=np.random.default_rng(2))
         b = np.vstack([stream.next() for _ in range(4000)])
-    assert baselines.gaussian_noise is original
+    assert adassp_module.gaussian_noise is original
     # std 0.5 expected; the sample std of 20,000 (12,000) normals is within 2% at 4 sigma
     assert np.std(a) == pytest.approx(0.5, rel=0.02)
     assert np.std(b) == pytest.approx(0.5, rel=0.02)
-    c = baselines.gaussian_noise(np.random.default_rng(1), 2.0, 20_000)
+    c = adassp_module.gaussian_noise(np.random.default_rng(1), 2.0, 20_000)
     assert np.std(c) == pytest.approx(2.0, rel=0.02)
 
 

@@ -79,9 +79,9 @@ def test_nearly_noiseless_releases_separate_every_canary(name):
 
 
 def test_tap_restores_every_patched_function_and_canaries_stay_at_the_clip():
-    import privopt.algorithms.newton as newton
     import privopt.estimators._holder as holder
     import privopt.estimators._regression_methods as methods
+    import privopt.releases.newton as newton
     import privopt.training.loop as loop
 
     before = (loop.execute, loop.iterate_rounds, loop.single_row_rule, methods.adassp)

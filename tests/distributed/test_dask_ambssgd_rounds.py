@@ -20,7 +20,6 @@ from dask_helpers import as_dask, assert_same_fit
 from test_dask_ambssgd import N_ROWS, estimator, reference
 from test_dask_cli import write_parts
 
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping.dp_stat import dp_stat
 from privopt.distributed import rounds as dask_rounds
 from privopt.distributed.round_statistics import (
@@ -33,6 +32,7 @@ from privopt.distributed.round_statistics import (
     spill_rounds,
     spilled_round_statistics,
 )
+from privopt.releases.preprocess import LinearBounds
 from privopt.training.gradients import LinearRegressionModel
 
 BOUNDS = LinearBounds(np.array([0.0, 1.0, -1.0]), 0.5, 3.0, 6.0, 1.2, "public")

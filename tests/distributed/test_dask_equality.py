@@ -91,7 +91,7 @@ def test_newton_quantile_on_a_secret_subset_equals_in_memory(
 ):
     # above QUANTILE_SUBSET rows the in-memory fit counts residuals of a secret subset drawn
     # after the Gram release; the Dask fit must draw the same rows from the same generator
-    from privopt.algorithms import newton
+    from privopt.releases import newton
 
     X, y = data
     monkeypatch.setattr(newton, "QUANTILE_SUBSET", 1_000)  # < N = 2,500

@@ -10,11 +10,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import row_norms
 from privopt.datasets.loaders import load_table
 from privopt.distributed import statistics as stats
 from privopt.distributed.files import _read_file, _take_file, read_directory
+from privopt.releases.preprocess import LinearBounds
 
 RTOL = 1e-12
 

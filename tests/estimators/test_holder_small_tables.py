@@ -10,7 +10,7 @@ from sklearn.metrics import r2_score
 
 from privopt import DPLinearClassifier, DPSGDRegressor, UtilityWarning
 from privopt.accounting import gdp_mu
-from privopt.algorithms.preprocess import preprocessing_rows_needed
+from privopt.releases.preprocess import preprocessing_rows_needed
 
 
 def _table(n: int, d: int = 4, seed: int = 0):

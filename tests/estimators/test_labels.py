@@ -11,7 +11,7 @@ from scipy.stats import norm
 
 from privopt import DPLinearClassifier
 from privopt.accounting import PrivacyLedger, gdp_mu
-from privopt.algorithms.label_set import (
+from privopt.releases.label_set import (
     LABEL_FAILURE_SHARE,
     check_public_labels,
     label_count_sensitivity,
@@ -115,7 +115,7 @@ def test_release_is_calibrated_as_stated():
 def _lone_label_release_rate(failure_share: float, runs: int) -> float:
     """How often a label held by one record is released (the planted bug raises the
     failure probability, i.e. lowers the threshold)."""
-    import privopt.algorithms.label_set as module
+    import privopt.releases.label_set as module
 
     saved = module.LABEL_FAILURE_SHARE
     module.LABEL_FAILURE_SHARE = failure_share

@@ -17,13 +17,13 @@ import pytest
 
 from privopt import DPLinearRegression
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms.quantile_bounds import (
+from privopt.clipping.quantiles import private_interval_quantile, value_grid
+from privopt.releases.quantile_bounds import (
     BOX_SIGMAS,
     CLIP_LIMIT,
     private_quantile_bounds,
     quantile_releases,
 )
-from privopt.clipping.quantiles import private_interval_quantile, value_grid
 
 
 def heavy_table(n: int, d: int, seed: int, noise: str) -> tuple[np.ndarray, np.ndarray]:

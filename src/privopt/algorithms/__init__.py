@@ -1,6 +1,8 @@
-"""Private training algorithms, one module per algorithm, composed from accounting, noise,
-clipping and losses. Each returns coefficients, records every release in a ledger, and
-produces a per-step trace.
+"""Iterative private training algorithms, one module per algorithm, composed from accounting,
+noise, clipping, losses and the training core. Each returns coefficients, records every
+release in a ledger, and produces a per-step trace. The one-shot private statistics (private
+quantile bounds and preprocessing, AdaSSP, noisy Newton, a classifier's label set) live in
+:mod:`privopt.releases`.
 
 Theorem helpers (seed 002's stability bounds and step-size advisor) live in
 :mod:`privopt.theory`; the names below marked as deprecated re-exports stay importable from
@@ -37,13 +39,6 @@ from privopt.algorithms.gradient_perturbation import (
     theorem11_noise,
 )
 from privopt.algorithms.output_perturbation import dp_sgd_output
-from privopt.algorithms.preprocess import (
-    LinearBounds,
-    SecondMoment,
-    private_bounds,
-    private_second_moment,
-    public_bounds,
-)
 from privopt.algorithms.projected_sgd import SGDRun, projected_sgd
 from privopt.algorithms.result import FitResult, FitTrace
 from privopt.algorithms.srgd import (
@@ -75,14 +70,12 @@ __all__ = [
     "FitResult",
     "FitTrace",
     "GenericModel",
-    "LinearBounds",
     "LinearRegressionModel",
     "LogisticRegressionModel",
     "SGDRun",
     "SRGDParameters",
     "SRGDStep",
     "SRGDWarning",
-    "SecondMoment",
     "Theorem11Noise",
     "accelerated_dp_srgd",
     "calibrate_ftrl_noise",
@@ -100,10 +93,7 @@ __all__ = [
     "noise_multipliers",
     "noisy_ftrl",
     "practical_config",
-    "private_bounds",
-    "private_second_moment",
     "projected_sgd",
-    "public_bounds",
     "public_clip_constant",
     "rdp_gradient_noise",
     "srgd_increment",

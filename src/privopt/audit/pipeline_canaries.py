@@ -27,8 +27,8 @@ other canaries', so ``<release, u_i>`` is canary i's contribution plus isotropic
   switched off for the audit (:mod:`privopt.training.kernels` computes the same iteration to
   1e-12), so every step goes through the clip source and the gradient model.
 * AdaSSP and noisy Newton: canary rows ``(2 R u_i, +-2 T)`` are appended to the transformed rows
-  handed to :func:`~privopt.algorithms.baselines.adassp` /
-  :func:`~privopt.algorithms.newton.dp_newton`, whose own clipping brings them to ``(R u_i, +-T)``;
+  handed to :func:`~privopt.releases.adassp.adassp` /
+  :func:`~privopt.releases.newton.dp_newton`, whose own clipping brings them to ``(R u_i, +-T)``;
   the noisy ``Z^T t``, ``Z^T Z`` and gradients are read from the release function (AdaSSP's
   ``info``; for noisy Newton its exact statistics and its ``gaussian_noise`` draws, paired in
   order). The estimator's blockwise Newton path is redirected to the equivalent in-memory one
@@ -498,11 +498,11 @@ class CanaryTap:
 
     # -- context -------------------------------------------------------------------------------
     def __enter__(self) -> CanaryTap:
-        import privopt.algorithms.baselines  # noqa: F401
-        import privopt.algorithms.newton as newton_module
         import privopt.estimators._holder as holder
         import privopt.estimators._regression_methods as methods
         import privopt.estimators.linear_regression as linear_regression
+        import privopt.releases.adassp  # noqa: F401
+        import privopt.releases.newton as newton_module
         from privopt.training import loop
 
         stack = contextlib.ExitStack()

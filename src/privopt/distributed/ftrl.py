@@ -37,11 +37,11 @@ from privopt.algorithms.ftrl_sigma import (
     public_clip_constant,
 )
 from privopt.algorithms.ftrl_sigma_setup import ResidualLevels
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping.residual_estimate import per_call_budget
 from privopt.distributed import rounds as _rounds
 from privopt.distributed.rows import PartitionedRows
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance, PrefixSumTree
+from privopt.releases.preprocess import LinearBounds
 from privopt.training import SGD, ResidualThreshold, execute
 from privopt.training.gradients import SigmaNormLinearModel
 

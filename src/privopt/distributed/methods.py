@@ -44,16 +44,14 @@ import numpy as np
 from dask import delayed
 
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms import newton
-from privopt.algorithms.baselines import (
-    adassp_release,
-    dpsgd_linear_plan,
-)
-from privopt.algorithms.newton import NEWTON_SHARES, newton_release
-from privopt.algorithms.preprocess import LinearBounds
+from privopt.algorithms.baselines import dpsgd_linear_plan
 from privopt.algorithms.result import FitTrace
 from privopt.distributed import statistics as stats
 from privopt.distributed.rows import PartitionedRows, compute, tree_sum
+from privopt.releases import newton
+from privopt.releases.adassp import adassp_release
+from privopt.releases.newton import NEWTON_SHARES, newton_release
+from privopt.releases.preprocess import LinearBounds
 from privopt.training.gradients import GradientModel
 
 __all__ = ["adassp_dask", "dpsgd_dask", "newton_dask"]
@@ -89,7 +87,7 @@ def adassp_dask(
 
 # -- noisy Newton --------------------------------------------------------------------------------
 class _PartitionedStatistics:
-    """:class:`privopt.algorithms.newton.NewtonStatistics` reduced across partitions: exact
+    """:class:`privopt.releases.newton.NewtonStatistics` reduced across partitions: exact
     clipped gradients from the tasks, in a fixed tree order, and rank counts of the residuals
     on the rows the in-memory fit takes its quantile on.
 
@@ -143,9 +141,9 @@ def newton_dask(
     partition: Hashable | None = "main",
     steps: int = 3,
 ) -> tuple[np.ndarray, dict[str, Any]]:
-    """Noisy Newton (:func:`privopt.algorithms.newton.dp_newton`, default shares) on the main
+    """Noisy Newton (:func:`privopt.releases.newton.dp_newton`, default shares) on the main
     rows: the Gram pass, then per step the residual rank counts and the clipped gradient, all
-    released by :func:`privopt.algorithms.newton.newton_release` on the client."""
+    released by :func:`privopt.releases.newton.newton_release` on the client."""
     R, T = bounds.row_bound, bounds.y_radius
     args = (excluded, bounds, R, T)
     n_main = rows.n_rows - excluded.size

@@ -51,9 +51,9 @@ from typing import Any
 
 import numpy as np
 
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import clip_factors, row_norms
 from privopt.clipping.dp_stat import dp_stat_grid
+from privopt.releases.preprocess import LinearBounds
 
 __all__ = [
     "UNUSED",

@@ -6,7 +6,7 @@ order, same releases, same events), with the rows reached through a :class:`Part
 
 1. the private second moment: its secret subset of ``min(N, 50,000)`` main rows is drawn on the
    client (``rng.choice``), gathered (:meth:`PartitionedRows.take`, one pass) and released by
-   :func:`privopt.algorithms.preprocess.private_second_moment` unchanged;
+   :func:`privopt.releases.preprocess.private_second_moment` unchanged;
 2. the configuration (:func:`privopt.algorithms.ambssgd.moment_config`) from public values
    and that release; the plan is :func:`privopt.algorithms.ambssgd.ambssgd_plan`;
 3. :func:`privopt.training.execute` runs the plan with :class:`RoundStatisticsModel`, whose
@@ -72,7 +72,6 @@ from dask import delayed
 
 from privopt.accounting import PrivacyLedger
 from privopt.algorithms.ambssgd import ambssgd_plan, check_ledger, execute_rounds, moment_config
-from privopt.algorithms.preprocess import LinearBounds, private_second_moment
 from privopt.distributed.round_statistics import (
     UNUSED,
     candidate_clips,
@@ -83,6 +82,7 @@ from privopt.distributed.round_statistics import (
     spilled_round_statistics,
 )
 from privopt.distributed.rows import PartitionedRows, compute, tree_sum
+from privopt.releases.preprocess import LinearBounds, private_second_moment
 from privopt.training.gradients import GradientModel
 
 __all__ = ["GATHER_BYTES", "MOMENT_ROWS", "RoundStatisticsModel", "ambssgd_dask"]

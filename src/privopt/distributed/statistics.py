@@ -5,7 +5,7 @@ scheduler runs twice (a lost worker, a retry) returns the same value; the noise 
 client afterwards (:mod:`privopt.distributed.methods`). Each starts from a partition
 ``(X_block, y_block)`` and its global offset, drops the rows of the private preprocessing slice
 (``excluded``: sorted global indices, data-independent), and transforms the rest with the
-fit's :class:`~privopt.algorithms.preprocess.LinearBounds`, row by row exactly as the in-memory
+fit's :class:`~privopt.releases.preprocess.LinearBounds`, row by row exactly as the in-memory
 estimator does.
 
 The Gram, residual and gradient kernels are fused: they walk the partition in blocks of
@@ -19,8 +19,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import clip_factors, row_norms
+from privopt.releases.preprocess import LinearBounds
 
 __all__ = [
     "clipped_residual_gradient",

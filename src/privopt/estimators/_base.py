@@ -41,9 +41,9 @@ from privopt._leak import check_for_leaks
 from privopt.accounting import PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.accounting.budget import Reservation, planned_guarantee
 from privopt.accounting.events import Neighbouring
-from privopt.algorithms.preprocess import LinearBounds, check_feature_bounds, public_bounds
 from privopt.distributed import is_dask_input
 from privopt.noise import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
+from privopt.releases.preprocess import LinearBounds, check_feature_bounds, public_bounds
 
 __all__ = [
     "PrivateEstimator",

@@ -19,16 +19,16 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.gradient_perturbation import ACCOUNTING, dp_sgd_gradient
 from privopt.algorithms.output_perturbation import dp_sgd_output
-from privopt.algorithms.preprocess import (
+from privopt.algorithms.srgd import accelerated_dp_srgd
+from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator
+from privopt.estimators._private_bounds import PUBLIC_BOUNDS_HINT, PrivateBoundsMixin
+from privopt.estimators._utility import output_noise_reasons, warn_if_useless
+from privopt.releases.preprocess import (
     LinearBounds,
     dp_stat_minimum_rows,
     preprocessing_share,
     private_bounds_by_label,
 )
-from privopt.algorithms.srgd import accelerated_dp_srgd
-from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator
-from privopt.estimators._private_bounds import PUBLIC_BOUNDS_HINT, PrivateBoundsMixin
-from privopt.estimators._utility import output_noise_reasons, warn_if_useless
 
 __all__ = ["HolderSGDEstimator"]
 
@@ -107,13 +107,13 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
         the fit keeps the whole budget on the rest. Which estimator runs depends on public N
         and mu only:
 
-        * N at least :func:`~privopt.algorithms.preprocess.dp_stat_minimum_rows` (about
+        * N at least :func:`~privopt.releases.preprocess.dp_stat_minimum_rows` (about
           17,500 at epsilon = 1, delta = 1e-6): DP-STAT's private centre and radius of
-          the rows (:func:`~privopt.algorithms.preprocess.private_bounds_by_label`), which
+          the rows (:func:`~privopt.releases.preprocess.private_bounds_by_label`), which
           keep the rows' geometry (measured better where both run: Adult's one-hot features
           0.81 accuracy against 0.77, synthetic d = 30 R^2 0.48 against 0.37);
         * fewer rows: private quantiles, clip counts and the row radius
-          (:func:`~privopt.algorithms.quantile_bounds.private_quantile_bounds`, as
+          (:func:`~privopt.releases.quantile_bounds.private_quantile_bounds`, as
           :class:`~privopt.estimators.DPLinearRegression`) on m rows
           (:func:`~privopt.estimators._private_bounds.quantile_slice_rows`, about
           45 sqrt(7 d + 6) / mu): CCPP's 9,568 rows fit (R^2 0.92 against OLS's 0.93), where

@@ -2,7 +2,7 @@
 
 Without public bounds, :class:`~privopt.estimators.DPLinearRegression` (for the methods that
 calibrate themselves) and the seed-002 estimators (below DP-STAT's minimum rows) release
-:func:`~privopt.algorithms.quantile_bounds.private_quantile_bounds` on a slice of m secret rows,
+:func:`~privopt.releases.quantile_bounds.private_quantile_bounds` on a slice of m secret rows,
 drawn by a permutation independent of the data, and fit on the other rows: the slice and the
 fit are disjoint, so each spends the full budget (parallel composition). m and the refusal
 depend on public N, d and mu only.
@@ -15,8 +15,8 @@ import math
 import numpy as np
 
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms.preprocess import LinearBounds
-from privopt.algorithms.quantile_bounds import (
+from privopt.releases.preprocess import LinearBounds
+from privopt.releases.quantile_bounds import (
     QUANTILE_ROWS,
     private_quantile_bounds,
     quantile_releases,

@@ -1,7 +1,7 @@
 """The methods of :class:`~privopt.estimators.DPLinearRegression` on transformed rows.
 
 Each runner takes the transformed rows ``Z`` (centred, standardised, clipped, with the
-intercept column) and targets ``t``, the :class:`~privopt.algorithms.preprocess.LinearBounds`
+intercept column) and targets ``t``, the :class:`~privopt.releases.preprocess.LinearBounds`
 that produced them, the GDP budget ``mu`` left for the method (or the estimator's epsilon when
 the method calibrates itself on rows disjoint from the preprocessing), and returns
 ``(w, trace, info, reasons)``: ``reasons`` lists what the public utility checks of
@@ -19,10 +19,7 @@ import numpy as np
 
 from privopt.accounting import gdp_mu
 from privopt.algorithms.ambssgd import dp_ambssgd, moment_config
-from privopt.algorithms.baselines import adassp, dpsgd_linear
-from privopt.algorithms.newton import dp_newton, dp_newton_rows
-from privopt.algorithms.preprocess import private_second_moment
-from privopt.algorithms.quantile_bounds import TARGET_SIGMAS
+from privopt.algorithms.baselines import dpsgd_linear
 from privopt.algorithms.result import FitTrace
 from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, practical_learning_rate
 from privopt.estimators._utility import (
@@ -32,6 +29,10 @@ from privopt.estimators._utility import (
     optimisation_progress,
     sgd_noise_ratio,
 )
+from privopt.releases.adassp import adassp
+from privopt.releases.newton import dp_newton, dp_newton_rows
+from privopt.releases.preprocess import private_second_moment
+from privopt.releases.quantile_bounds import TARGET_SIGMAS
 
 __all__ = [
     "ADASSP_SPLIT",
@@ -128,7 +129,7 @@ def run_newton(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
 
 def run_newton_rows(est, X, y, bounds, mu, rng, ledger, n_public) -> tuple:
     """:func:`run_newton` on ``bounds.transform(X, y)`` without forming it (the same releases
-    and model up to summation order: :func:`~privopt.algorithms.newton.dp_newton_rows`)."""
+    and model up to summation order: :func:`~privopt.releases.newton.dp_newton_rows`)."""
     w, info = dp_newton_rows(
         X, y, bounds, mu=mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS
     )

@@ -12,18 +12,18 @@ from sklearn.utils._param_validation import StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms.label_set import (
-    check_public_labels,
-    label_slice_rows,
-    observed_labels,
-    release_label_set,
-)
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
 from privopt.estimators._input import validate_rows
 from privopt.estimators._params import store_params
 from privopt.losses import get_loss
+from privopt.releases.label_set import (
+    check_public_labels,
+    label_slice_rows,
+    observed_labels,
+    release_label_set,
+)
+from privopt.releases.preprocess import LinearBounds
 
 __all__ = ["DPLinearClassifier"]
 
@@ -181,7 +181,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         a label no other record holds). With ``classes=`` it is the public set given (a label
         outside it is refused before anything is released); without it, it is released by a
         thresholded Gaussian histogram of the labels of a disjoint secret slice of 10% of the
-        records (:mod:`privopt.algorithms.label_set`) at the full (epsilon, delta), and the fit
+        records (:mod:`privopt.releases.label_set`) at the full (epsilon, delta), and the fit
         runs on the other records (parallel composition: the label set costs rows, not budget).
 
         With K > 2 classes, K binary fits (class k against the rest) run on the same rows, each
@@ -275,7 +275,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         self, y: np.ndarray, m: int, rng: np.random.Generator, ledger: PrivacyLedger
     ) -> tuple[np.ndarray, np.ndarray]:
         """The label set released from a disjoint secret slice of m records at the full
-        (epsilon, delta) (parallel composition, :mod:`privopt.algorithms.label_set`), and the
+        (epsilon, delta) (parallel composition, :mod:`privopt.releases.label_set`), and the
         sorted indices of the other records (the fit's)."""
         slice_rows = np.zeros(y.shape[0], dtype=bool)
         slice_rows[rng.permutation(y.shape[0])[:m]] = True  # secret, data-independent

@@ -14,11 +14,6 @@ from sklearn.utils.validation import check_is_fitted
 from privopt._validate import check_delta_for_rows
 from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
-from privopt.algorithms.quantile_bounds import (
-    QUANTILE_ROWS,
-    quantile_releases,
-    tighten_public_bounds,
-)
 from privopt.estimators._base import (
     SHARED_CONSTRAINTS,
     PrivateEstimator,
@@ -45,6 +40,11 @@ from privopt.estimators._regression_methods import (
 )
 from privopt.estimators._utility import warn_if_useless
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
+from privopt.releases.quantile_bounds import (
+    QUANTILE_ROWS,
+    quantile_releases,
+    tighten_public_bounds,
+)
 
 __all__ = ["DPLinearRegression"]
 
@@ -78,7 +78,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     chosen by the exponential mechanism over a data-independent grid, widened for heavy tails
     and atoms by private outer extents and clip counts (a feature whose box would still clip
     too many rows is dropped), and the row radius a private 97% quantile of the standardised
-    row norms (:func:`~privopt.algorithms.quantile_bounds.private_quantile_bounds`, on a
+    row norms (:func:`~privopt.releases.quantile_bounds.private_quantile_bounds`, on a
     secret subset of at most 20,000 rows). For the Gaussian-only methods (``newton``,
     ``adassp``, ``ambssgd``) those releases share the rows and take a share of the GDP budget
     (10% to 30% of mu^2; exact GDP composition); for the methods that calibrate themselves
@@ -92,7 +92,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
       (epsilon, delta); the Gram noise is then small against the data), ``"dpsgd"`` otherwise
       (:func:`~privopt.estimators._regression_methods.choose_method`, from the sweep in
       BENCHMARKS.md). Public quantities only.
-    * ``"newton"``: noisy Newton (:mod:`privopt.algorithms.newton`): a private Gram matrix as
+    * ``"newton"``: noisy Newton (:mod:`privopt.releases.newton`): a private Gram matrix as
       preconditioner and three full-batch gradient steps whose residual clip follows a private
       quantile of the current residuals, so the last step's noise scales with the residuals,
       not the targets. Zero-out neighbours under ``"auto"``. Measured (only epsilon = 1,

@@ -16,7 +16,6 @@ from privopt.accounting import PrivacyLedger, gdp_epsilon
 from privopt.algorithms import baselines
 from privopt.algorithms.ambssgd import dp_ambssgd, practical_config
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, ftrl_sigma_pass
-from privopt.algorithms.preprocess import public_bounds
 from privopt.clipping.residual_estimate import rows_needed
 from privopt.datasets import make_overparameterised_regression
 from privopt.experiments.overparam_config import (
@@ -33,6 +32,7 @@ from privopt.experiments.overparam_theory import (
     tau_at,
 )
 from privopt.noise import LowRankPlusRidgeCovariance, PrefixSumTree
+from privopt.releases.preprocess import public_bounds
 
 __all__ = [
     "ambssgd_min_rows",

@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms.newton import dp_newton, newton_shares
+from privopt.releases.newton import dp_newton, newton_shares
 
 
 def _data(n=20_000, p=4, seed=0):
@@ -77,7 +77,7 @@ def _bounds_cases():
     import dataclasses
     import math
 
-    from privopt.algorithms.preprocess import LinearBounds
+    from privopt.releases.preprocess import LinearBounds
 
     d = 6
     scale = np.full(d, 1.5)
@@ -105,8 +105,8 @@ def test_rows_form_equals_dp_newton_on_the_transform(case, n, monkeypatch):
     floating-point sums: the statistics are sums of about N terms of size R T, so their
     rounding is ~1e-16 sqrt(N) relative, far below 1e-10. n = 9,000 exceeds the (patched)
     quantile subset, so the subset's draw and its rows are checked too."""
-    from privopt.algorithms import newton
-    from privopt.algorithms.newton import dp_newton_rows
+    from privopt.releases import newton
+    from privopt.releases.newton import dp_newton_rows
 
     monkeypatch.setattr(newton, "QUANTILE_SUBSET", 5_000)
     monkeypatch.setattr(newton, "BLOCK_ROWS", 1_000)  # several blocks, a partial last one
@@ -143,8 +143,8 @@ def test_rows_form_statistics_with_rows_clipped_to_R():
     pushes some over R = hypot(x_radius, s0), which dp_newton clips again)."""
     import math
 
-    from privopt.algorithms.newton import _BlockStatistics, _InMemoryStatistics
-    from privopt.algorithms.preprocess import LinearBounds
+    from privopt.releases.newton import _BlockStatistics, _InMemoryStatistics
+    from privopt.releases.preprocess import LinearBounds
 
     rng = np.random.default_rng(5)
     n, d = 6_000, 7

@@ -9,9 +9,9 @@ import numpy as np
 import pytest
 
 from privopt.accounting import PrivacyLedger
-from privopt.algorithms import quantile_bounds as qb
 from privopt.clipping import row_norms
 from privopt.clipping.quantiles import bounded_range_epsilon
+from privopt.releases import quantile_bounds as qb
 
 
 @pytest.mark.parametrize("d", [1, 4, 10, 50, 200])

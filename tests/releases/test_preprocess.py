@@ -1,4 +1,4 @@
-"""Bounds, centring and the intercept (privopt.algorithms.preprocess).
+"""Bounds, centring and the intercept (privopt.releases.preprocess).
 
 Public bounds from known ranges; the transform that centres, clips and appends the intercept
 column; the inverse map to the caller's units; private bounds on disjoint chunks (parallel
@@ -11,17 +11,15 @@ import numpy as np
 import pytest
 
 from privopt.accounting import GaussianEvent, PrivacyLedger, gdp_mu
-from privopt.algorithms import (
+from privopt.releases.preprocess import (
+    MIN_CHUNK_ROWS,
+    PRIVATE_RELEASES,
     LinearBounds,
     SecondMoment,
+    preprocessing_rows_needed,
     private_bounds,
     private_second_moment,
     public_bounds,
-)
-from privopt.algorithms.preprocess import (
-    MIN_CHUNK_ROWS,
-    PRIVATE_RELEASES,
-    preprocessing_rows_needed,
 )
 
 FEATURES = np.array([[0.0, 2.0], [-1.0, 3.0], [10.0, 11.0]])
@@ -409,7 +407,7 @@ def test_bounds_near_the_minimum_rows_never_return_the_search_domain():
     # epsilon = 8 and N = 2 x the minimum returned a bound near 2^30 for data bounded by 1).
     # Aiming at the realised size (data-independent: N is public), 300 fits all stay within 2x
     # the true bound; with the old target about 30 of them failed (measured: 104 of 1000).
-    from privopt.algorithms.preprocess import (
+    from privopt.releases.preprocess import (
         preprocessing_rows_needed,
         preprocessing_share,
         private_bounds_by_label,
@@ -430,7 +428,7 @@ def test_bounds_near_the_minimum_rows_never_return_the_search_domain():
 
 # -- issue 16: private quantile bounds ---------------------------------------------------------
 def test_scaled_boxed_bounds_round_trip_to_original_units():
-    from privopt.algorithms.preprocess import LinearBounds
+    from privopt.releases.preprocess import LinearBounds
 
     rng = np.random.default_rng(0)
     X = rng.normal(size=(200, 3)) * [1.0, 10.0, 0.1] + [0.0, 1000.0, 5.0]
@@ -454,7 +452,7 @@ def test_scaled_boxed_bounds_round_trip_to_original_units():
 
 
 def test_quantile_bounds_record_their_releases_and_find_the_ranges():
-    from privopt.algorithms.quantile_bounds import private_quantile_bounds, quantile_releases
+    from privopt.releases.quantile_bounds import private_quantile_bounds, quantile_releases
 
     rng = np.random.default_rng(3)
     n = 4000
@@ -479,7 +477,7 @@ def test_quantile_bounds_record_their_releases_and_find_the_ranges():
 
 
 def test_tightened_public_bounds_never_exceed_the_public_ones():
-    from privopt.algorithms.quantile_bounds import tighten_public_bounds
+    from privopt.releases.quantile_bounds import tighten_public_bounds
 
     rng = np.random.default_rng(4)
     X, y = rng.normal(size=(5000, 5)), rng.normal(size=5000)

@@ -20,7 +20,6 @@ from scipy.stats import norm
 
 from privopt._validate import check_count, check_positive
 from privopt.accounting import GaussianEvent, PrivacyLedger
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import row_norms
 from privopt.clipping.quantiles import (
     GRID_RANGE,
@@ -30,6 +29,7 @@ from privopt.clipping.quantiles import (
     value_grid,
 )
 from privopt.noise.rng import gaussian_noise
+from privopt.releases.preprocess import LinearBounds
 
 __all__ = [
     "QUANTILE_ROWS",

@@ -52,11 +52,11 @@ from threadpoolctl import threadpool_limits
 
 from privopt._validate import check_count, check_positive
 from privopt.accounting import GaussianEvent, PrivacyLedger
-from privopt.algorithms.baselines import ADASSP_RIDGE_Z, adassp_sensitivities, gram_matrix
-from privopt.algorithms.preprocess import LinearBounds
 from privopt.clipping import clip_factors, row_norms
 from privopt.clipping.quantiles import log_grid, quantile_from_counts
 from privopt.noise.rng import gaussian_noise
+from privopt.releases.adassp import ADASSP_RIDGE_Z, adassp_sensitivities, gram_matrix
+from privopt.releases.preprocess import LinearBounds
 
 __all__ = [
     "NEWTON_SHARES",
