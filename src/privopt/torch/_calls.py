@@ -38,11 +38,24 @@ module, its type and the fix.
 replay per example on its own rows of the packed data. Calls nested inside it are never eligible:
 their rows are in the packed, length-sorted order, not the examples' (a step where every
 sequence is present has B rows that the probe cannot tell from a batch dimension).
+
+**Broadcast taps.** A call whose output O is shared by the batch (leading size 1, e.g. GPT-2's
+position embedding ``wpe(position_ids)`` with ``position_ids`` of shape (1, T)) is not
+eligible by itself: the gradient of O is the sum over the examples. When O's only
+differentiable use in the forward is one addition ``R = X + O`` broadcasting O along dimension
+0 (X of R's shape), the call is *tapped*: its output is taken to be R, whose probed batch
+dimension must be 0. Then example i's gradient of O is row i of dL/dR (R_i = X_i + O_0, and
+examples are independent), so the call hosts its parameters with its own rule, the shared input
+expanded to B rows, instead of the enclosing call (for GPT-2 the whole transformer) being
+replayed per example. Identity accounting, verified each step: every torch function taking O is
+counted (a function returning O itself, such as ``O.to(same device)``, is transparent), and
+``sum_i dL/dR_i`` must equal dL/dO (a use of O that the mode could not see breaks it; refused).
 """
 
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from torch.nn.utils.rnn import PackedSequence
@@ -57,7 +70,10 @@ __all__ = [
     "CallRecorder",
     "LayoutError",
     "batch_dims",
+    "call_model",
+    "check_tap",
     "is_args",
+    "is_kwargs",
     "packed_leaves",
     "tensor_leaves",
 ]
@@ -66,6 +82,21 @@ __all__ = [
 def is_args(inputs) -> bool:
     """Whether ``inputs`` is a tuple of model arguments (a PackedSequence is one argument)."""
     return isinstance(inputs, tuple) and not isinstance(inputs, PackedSequence)
+
+
+def is_kwargs(inputs) -> bool:
+    """Whether ``inputs`` is a mapping of keyword arguments (``model(**inputs)``, as Hugging Face
+    models take ``input_ids`` and ``attention_mask``)."""
+    return isinstance(inputs, Mapping)
+
+
+def call_model(model, inputs):
+    """``model(*inputs)`` for a tuple, ``model(**inputs)`` for a mapping, else ``model(inputs)``."""
+    if is_args(inputs):
+        return model(*inputs)
+    if is_kwargs(inputs):
+        return model(**inputs)
+    return model(inputs)
 
 
 def _has_packed(value) -> bool:
@@ -135,6 +166,7 @@ class Call:
     versions: list = field(default_factory=list)
     in_dims: list | None = None  # per input leaf: batch dim, None (shared) or "?" (unknown)
     out_dims: list | None = None
+    shared: object = None  # a tapped call: its own (shared) output O; outputs is then [R]
 
     @property
     def label(self) -> str:
@@ -152,7 +184,10 @@ class _ParamUses(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         rec = self.recorder
-        params = [t for t in tensor_leaves((args, kwargs)) if id(t) in rec.trainable]
+        leaves = tensor_leaves((args, kwargs))
+        if rec.candidates:
+            rec.count_uses(func, args, kwargs, leaves, out)
+        params = [t for t in leaves if id(t) in rec.trainable]
         if params and any(t.requires_grad for t in tensor_leaves(out)):
             where = rec.stack[-1] if rec.stack else None
             for p in params:
@@ -170,6 +205,9 @@ class CallRecorder:
         self.stack: list[int] = []
         self.uses: dict[int, set] = {}
         self.mode: str | None = None  # "record" | "probe" | None
+        # broadcast taps: id(O) -> (call index, O); call index -> [R or None per use of O]
+        self.candidates: dict[int, tuple[int, torch.Tensor]] = {}
+        self.taps: dict[int, list] = {}
         self._handles = []
         for name, module in model.named_modules():
             if not any(p.requires_grad for p in module.parameters()):
@@ -188,6 +226,55 @@ class CallRecorder:
 
     def clear(self) -> None:
         self.calls, self.stack, self.uses = [], [], {}
+        self.candidates, self.taps = {}, {}
+
+    def count_uses(self, func, args, kwargs, leaves, out) -> None:
+        """Per shared-output candidate O among ``leaves``: one more differentiable use, with R
+        when it is ``R = X + O`` broadcasting O along dimension 0 (module docstring)."""
+        outs = tensor_leaves(out)
+        if not any(t.requires_grad for t in outs):
+            return
+        for t in leaves:
+            found = self.candidates.get(id(t))
+            if found is None or found[1] is not t or all(o is t for o in outs):
+                continue
+            k, o = found
+            tap = None
+            name = getattr(func, "__name__", "")
+            if name in ("add", "__add__", "__radd__") and not kwargs and len(args) == 2:
+                x = args[1] if args[0] is o else args[0]
+                r = out
+                if (
+                    isinstance(x, torch.Tensor)
+                    and x is not o
+                    and isinstance(r, torch.Tensor)
+                    and r.shape == x.shape
+                    and r.shape[0] > 1
+                    and r.dim() == o.dim()
+                    and r.shape[1:] == o.shape[1:]
+                ):
+                    tap = (r, r._version)
+            self.taps.setdefault(k, []).append(tap)
+
+    def _finish_taps(self) -> None:
+        """Tap every candidate used exactly once, by a broadcast addition not since modified."""
+        for k, o in self.candidates.values():
+            uses = self.taps.get(k, [])
+            if len(uses) != 1 or uses[0] is None or uses[0][0]._version != uses[0][1]:
+                continue
+            call, r = self.calls[k], uses[0][0]
+            call.shared = o
+            if self.mode == "probe":
+                call.outputs = [tuple(r.shape)]
+            else:
+                call.outputs = [r]
+                call.versions = [*call.versions[: len(call.inputs)], r._version]
+        self.candidates, self.taps = {}, {}
+
+    def _candidate(self, index: int, output) -> None:
+        outs = tensor_leaves(output)
+        if len(outs) == 1 and outs[0].dim() > 0 and outs[0].shape[0] == 1 and outs[0].requires_grad:
+            self.candidates[id(outs[0])] = (index, outs[0])
 
     def _pre(self, name: str):
         def hook(module, args, kwargs):
@@ -203,6 +290,7 @@ class CallRecorder:
             if self.mode is None or not self.stack:
                 return
             call = self.calls[self.stack.pop()]
+            self._candidate(call.index, output)
             if self.mode == "probe":
                 call.inputs = [tuple(t.shape) for t in tensor_leaves((args, kwargs))]
                 call.outputs = [tuple(t.shape) for t in tensor_leaves(output)]
@@ -222,9 +310,11 @@ class CallRecorder:
         try:
             with _ParamUses(self):
                 yield
+                self._finish_taps()
         finally:
             self.mode = None
             self.stack = []
+            self.candidates, self.taps = {}, {}
 
     def probe(self, forward) -> list[Call]:
         """Run ``forward()`` recording shapes only (RNG state restored); its calls."""
@@ -235,12 +325,32 @@ class CallRecorder:
             {p.device.index or 0 for p in self.trainable.values() if p.device.type == "cuda"}
         )
         try:
-            with torch.random.fork_rng(devices=devices):
+            with torch.random.fork_rng(devices=devices), _ParamUses(self):
                 forward()
+                self._finish_taps()
             return self.calls
         finally:
             self.mode = None
+            self.candidates, self.taps = {}, {}
             self.calls, self.stack, self.uses = saved
+
+
+def check_tap(call: Call, grad_r: torch.Tensor | None, grad_o: torch.Tensor | None) -> None:
+    """A tapped call's identity accounting: ``sum_i dL/dR_i`` equals dL/dO, i.e. every
+    differentiable use of the shared output O went through R (module docstring)."""
+    if grad_r is None:
+        return
+    total = grad_r.sum(0, keepdim=True)
+    other = torch.zeros_like(total) if grad_o is None else grad_o.to(total.dtype)
+    eps = torch.finfo(total.dtype).eps if total.is_floating_point() else 1e-7
+    bound = 1e3 * eps * (grad_r.abs().sum(0, keepdim=True) + other.abs()) + 1e-30
+    if not bool(((total - other).abs() <= bound).all()):
+        raise LayoutError(
+            f"The output of {call.label} is shared by the batch and reaches the loss other than "
+            "through the one broadcast addition privopt.torch saw (the gradients disagree); "
+            "privopt.torch cannot attribute its gradient to the examples. Expand it to the "
+            "batch (out.expand(B, ...)) inside the model before using it."
+        )
 
 
 def batch_dims(real: list[tuple], probe: list[tuple], batch: int) -> list:

@@ -31,7 +31,7 @@ from typing import Any
 from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 
 import torch
-from privopt.torch._calls import is_args, tensor_leaves
+from privopt.torch._calls import call_model, is_args, is_kwargs, tensor_leaves
 from privopt.torch._fallback import is_cross_example
 from torch import nn
 
@@ -108,6 +108,8 @@ def _rows(value: Any, batch: int, index) -> Any:
         return value[index]
     if is_args(value):
         return tuple(_rows(v, batch, index) for v in value)
+    if is_kwargs(value):
+        return {k: _rows(v, batch, index) for k, v in value.items()}
     return value
 
 
@@ -125,6 +127,8 @@ def _replace(value: Any, batch: int, j: int, k: int) -> Any:
         return out
     if is_args(value):
         return tuple(_replace(v, batch, j, k) for v in value)
+    if is_kwargs(value):
+        return {key: _replace(v, batch, j, k) for key, v in value.items()}
     return value
 
 
@@ -144,7 +148,7 @@ def _losses(model, loss_fn, inputs, targets, seed: int) -> torch.Tensor:
     devices = sorted({p.device.index or 0 for p in model.parameters() if p.device.type == "cuda"})
     with torch.random.fork_rng(devices=devices), torch.no_grad():
         torch.manual_seed(seed)
-        out = model(*inputs) if is_args(inputs) else model(inputs)
+        out = call_model(model, inputs)
         return loss_fn(out, targets).detach()
 
 
@@ -181,7 +185,7 @@ def _loop(model, loss_fn, inputs, targets, n: int, batch: int, clip: float | Non
     grads, norms = [], []
     for i in range(n):
         x, y = _rows(inputs, batch, slice(i, i + 1)), _rows(targets, batch, slice(i, i + 1))
-        out = model(*x) if is_args(x) else model(x)
+        out = call_model(model, x)
         loss = loss_fn(out, y).sum()
         found = torch.autograd.grad(loss, [p for _, p in params], allow_unused=True)
         g = [
@@ -202,7 +206,8 @@ def check_model(
         model: the network.
         loss_fn: ``loss_fn(model(inputs), targets)`` -> per-example losses (with ``sample``).
         sample: ``(inputs, targets)``, batch first, at least two examples for the
-            independence test.
+            independence test; inputs as :func:`privopt.torch.clipped_grad_sum` takes them (a
+            tensor, a tuple for ``model(*inputs)``, a mapping for ``model(**inputs)``).
         examples: examples in the exactness comparison (a loop of that many backward passes).
 
     Returns:

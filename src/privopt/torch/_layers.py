@@ -53,9 +53,22 @@ def _squared(t: torch.Tensor, dims, dtype: torch.dtype) -> torch.Tensor:
 
 
 class _Linear(LayerRule):
+    #: the weight is stored (in, out) rather than (out, in) (Hugging Face's Conv1D)
+    transposed = False
+
+    @staticmethod
+    def features(module) -> tuple[int, int]:
+        """(D inputs, p outputs)."""
+        return module.in_features, module.out_features
+
+    def _oriented(self, weight: torch.Tensor) -> torch.Tensor:
+        """A (..., p, D) weight gradient in the layer's storage order."""
+        return weight.transpose(-1, -2) if self.transposed else weight
+
     def __init__(self, module, uses, params, batch):
         super().__init__(module, uses, params, batch)
-        d, p = module.in_features, module.out_features
+        d, p = self.features(module)
+        self.shape = (p, d)
         for args, _, _ in uses:
             self._check_batch(args[0])
         self.dtype = uses[0][2].dtype
@@ -88,7 +101,7 @@ class _Linear(LayerRule):
     def per_example(self):
         out = {}
         if "weight" in self.params:
-            out["weight"] = torch.bmm(self.g.transpose(1, 2), self.a)
+            out["weight"] = self._oriented(torch.bmm(self.g.transpose(1, 2), self.a))
         if "bias" in self.params:
             out["bias"] = self.g.sum(1)
         return out
@@ -99,16 +112,15 @@ class _Linear(LayerRule):
         if "weight" in self.params:
             if self._weight is not None:
                 weight = where_kept(self._weight, keep).reshape(self.batch, -1)
-                out["weight"] = torch.matmul(c.to(self.dtype), weight).view(
-                    self.module.weight.shape
-                )
+                weight = torch.matmul(c.to(self.dtype), weight).view(self.shape)
             else:
                 a = where_kept(self.a, keep)
                 if a.shape[2] <= g.shape[2]:  # scale the narrower side by c
                     a = scale_rows(a, c)
-                    out["weight"] = g.flatten(0, 1).T @ a.flatten(0, 1)
+                    weight = g.flatten(0, 1).T @ a.flatten(0, 1)
                 else:
-                    out["weight"] = scale_rows(g, c).flatten(0, 1).T @ a.flatten(0, 1)
+                    weight = scale_rows(g, c).flatten(0, 1).T @ a.flatten(0, 1)
+            out["weight"] = self._oriented(weight)
         if "bias" in self.params:
             bias = getattr(self, "_bias", None)
             bias = self.g.sum(1, dtype=norm_dtype(self.dtype)) if bias is None else bias

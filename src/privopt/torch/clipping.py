@@ -15,8 +15,11 @@ identity however many modules register it and however often the forward uses it:
    known batch dimensions (every use covered exactly once);
 4. one backward to the host calls' outputs only (``torch.autograd.grad``);
 5. per host, the squared per-example norms: ghost norms or a materialised gradient for Linear,
-   Conv1d/2d, Embedding, LayerNorm, GroupNorm and their subclasses that keep ``forward``
-   (:mod:`privopt.torch._layers`, :mod:`privopt.torch._conv`), ``torch.func`` or a per-example
+   Conv1d/2d, Embedding, LayerNorm, GroupNorm, Hugging Face's Conv1D and their subclasses that
+   keep ``forward`` (:mod:`privopt.torch._layers`, :mod:`privopt.torch._conv`,
+   :mod:`privopt.torch._hf`; a layer whose output is shared by the batch and enters it by one
+   broadcast addition, such as GPT-2's position embedding, through that sum's gradient:
+   :mod:`privopt.torch._calls`), ``torch.func`` or a per-example
    loop for any other module (:mod:`privopt.torch._fallback`); a parameter with several hosts
    sums its per-example gradients across them before the norm;
 6. c_i = min(1, G / (||grad_i|| (1 + guard))), and per parameter ``sum_i c_i grad_i`` from the
@@ -55,12 +58,16 @@ from privopt.torch._calls import (
     Layouts,
     _has_packed,
     batch_dims,
+    call_model,
+    check_tap,
     is_args,
+    is_kwargs,
     packed_leaves,
     tensor_leaves,
 )
 from privopt.torch._check import ModelCheck, check_model
 from privopt.torch._fallback import FunctionalRule
+from privopt.torch._hf import hf_rules
 from privopt.torch._layers import RULES
 from torch import nn
 
@@ -101,28 +108,35 @@ def _grown(inputs: Any, batch: int) -> Any:
 
     if is_args(inputs):
         return tuple(grow(x) for x in inputs)
+    if is_kwargs(inputs):
+        return {k: grow(x) for k, x in inputs.items()}
     return grow(inputs)
 
 
 def _fast_rule(module: nn.Module):
     """(rule, layer type) for a supported layer or a subclass that keeps its forward."""
+    rules = {**RULES, **hf_rules()}
     for base in type(module).__mro__:
-        if base in RULES:
+        if base in rules:
             if type(module).forward is base.forward:
-                return RULES[base], base
+                return rules[base], base
             return None
     return None
 
 
 def _fast_layout(base: type, module: nn.Module, call) -> int | None:
-    """The batch dimension the fast rule can use for ``call`` (None: use the fallback)."""
+    """The batch dimension the fast rule can use for ``call`` (None: use the fallback); a
+    tapped call (shared input of leading size 1, output R batched in dimension 0) uses 0 on its
+    input expanded to the batch."""
     if len(call.args) != 1 or call.kwargs or len(call.inputs) != 1 or len(call.outputs) != 1:
         return None
     d, e = call.in_dims[0], call.out_dims[0]
+    x = call.inputs[0]
+    if call.shared is not None and d is None and e == 0 and x.dim() > 0 and x.shape[0] == 1:
+        d = 0
     if not isinstance(d, int) or d != e:
         return None
-    x = call.inputs[0]
-    if base is nn.Linear:
+    if base is nn.Linear or base in hf_rules():
         return d if d < x.dim() - 1 else None
     if base is nn.Embedding:
         return d
@@ -162,7 +176,7 @@ class GradientClipper:
         self._recorder.remove()
 
     def _forward(self, inputs):
-        return self.model(*inputs) if is_args(inputs) else self.model(inputs)
+        return call_model(self.model, inputs)
 
     # -- the computation ------------------------------------------------------------------------
     def clipped_sum(
@@ -242,6 +256,13 @@ class GradientClipper:
             return (
                 "it takes or returns a PackedSequence other than as a packed call (a "
                 "PackedSequence first, returned packed the same way first, as nn.LSTM does)"
+            )
+        if call.shared is not None and (
+            call.out_dims != [0] or any(d is not None for d in call.in_dims)
+        ):
+            return (
+                "its output is shared by the batch and the broadcast sum that uses it does not "
+                "keep the batch in dimension 0"
             )
         packed = packed or set()
         for t, d in zip(call.inputs, call.in_dims, strict=True):
@@ -353,7 +374,7 @@ class GradientClipper:
                 continue
             if fast and set(params) <= {"weight", "bias"} and all(d is not None for d in dims):
                 moved = [
-                    ((calls[k].inputs[0].movedim(d, 0),), {}, grads[k][0].movedim(d, 0))
+                    ((_batch_first(calls[k], d, batch),), {}, grads[k][0].movedim(d, 0))
                     for k, d in zip(uses, dims, strict=True)
                 ]
                 rules.append(fast[0](module, moved, params, batch))
@@ -381,12 +402,21 @@ class GradientClipper:
                     if t.requires_grad:
                         wanted.append(t)
                         slots.append((k, j))
+                if c.shared is not None:  # dL/dO too, for the identity accounting
+                    wanted.append(c.shared)
+                    slots.append((k, -1))
         found = (
             torch.autograd.grad(losses.float().sum(), wanted, allow_unused=True) if wanted else ()
         )
         out = {k: [None] * len(calls[k].outputs) for _, ks in units for k in ks}
+        shared = {}
         for (k, j), g in zip(slots, found, strict=True):
-            out[k][j] = g
+            if j < 0:
+                shared[k] = g
+            else:
+                out[k][j] = g
+        for k, g in shared.items():
+            check_tap(calls[k], out[k][0], g)
         return out
 
     def _combine(self, rules, batch: int, clip_norm: float):
@@ -455,6 +485,14 @@ class GradientClipper:
         return out, unclipped
 
 
+def _batch_first(call, d: int, batch: int) -> torch.Tensor:
+    """The call's input with the batch first (a tapped call's shared input expanded to it)."""
+    x = call.inputs[0]
+    if call.shared is not None and call.in_dims[0] is None:
+        return x.expand(batch, *x.shape[1:])
+    return x.movedim(d, 0)
+
+
 def _refuse_bag_offsets(calls, inputs) -> None:
     """An EmbeddingBag given a 1-D input and offsets straight from the model's inputs: its bags
     (the examples) are runs of the 1-D input, not rows of a batch dimension, so neither the batch
@@ -486,7 +524,7 @@ def refuse_unfollowable_inputs(model: nn.Module, inputs: Any) -> None:
     recorder = CallRecorder(model, trainable)
     try:
         with torch.no_grad(), recorder.recording():
-            model(*inputs) if is_args(inputs) else model(inputs)
+            call_model(model, inputs)
         _refuse_bag_offsets(recorder.calls, inputs)
     finally:
         recorder.clear()
@@ -524,8 +562,12 @@ def clipped_grad_sum(
 
     Args:
         model: the network (examples independent; BatchNorm refused).
-        loss_fn: ``loss_fn(model(inputs), targets)`` -> per-example losses, shape (batch,).
-        inputs: a tensor (or a tuple of tensors, passed as ``model(*inputs)``), batch first.
+        loss_fn: ``loss_fn(model(inputs), targets)`` -> per-example losses, shape (batch,);
+            it gets the model's output as returned (a tensor, a tuple, a dict, a
+            ``transformers`` ``ModelOutput``).
+        inputs: a tensor, a tuple of tensors (passed as ``model(*inputs)``) or a mapping of
+            tensors (passed as ``model(**inputs)``, e.g. ``input_ids`` and ``attention_mask``
+            for a ``transformers`` model), every tensor batch first.
         targets: passed to ``loss_fn``.
         clip_norm: G > 0.
 
