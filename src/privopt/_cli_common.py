@@ -31,6 +31,24 @@ from typer.exceptions import Abort, Exit, TyperException
 
 JsonFlag = Annotated[bool, typer.Option("--json", help="Print one JSON object instead of a table.")]
 Delta = Annotated[float, typer.Option("--delta", help="Target delta, in (0, 1).")]
+PlotOption = Annotated[
+    Path | None,
+    typer.Option("--plot", help="Also draw a figure there (PNG; .svg or .pdf by suffix)."),
+]
+PlotOverwrite = Annotated[
+    bool, typer.Option("--overwrite", help="Replace an existing --plot file.")
+]
+
+
+def plot_target(path: Path | None, overwrite: bool) -> Path | None:
+    """The figure file of ``--plot`` (suffix checked, ``.png`` added when missing), refused
+    when it exists and ``--overwrite`` is not given; None without ``--plot``."""
+    if path is None:
+        return None
+    from privopt.plots import figure_path
+
+    target = figure_path(path)
+    return output_file(target, overwrite=overwrite, what="figure file")
 
 
 def input_file(help: str) -> Any:

@@ -10,7 +10,7 @@ from rich.console import Console
 from rich.table import Table
 
 from privopt import noise
-from privopt._cli_common import JsonFlag, _emit
+from privopt._cli_common import JsonFlag, PlotOption, PlotOverwrite, _emit, plot_target
 
 noise_app = typer.Typer(
     help="Correlated-noise mechanisms: sensitivity, tuning, BLT, comparison.", no_args_is_help=True
@@ -184,8 +184,13 @@ def noise_compare(
         ),
     ] = None,
     as_json: JsonFlag = False,
+    plot: PlotOption = None,
+    overwrite: PlotOverwrite = False,
 ) -> None:
     """Every mechanism's prefix-sum losses and stream state for the same run (one table).
+
+    With --plot FILE, also a figure of each mechanism's RMS error of the t-th prefix sum
+    against t (unit clip norm and noise multiplier).
 
     Banded rows: the square root of A truncated to the best L <= --bands (``choose_bands``),
     banded Toeplitz coefficients optimised for the run's max loss at L = --bands, and their
@@ -202,6 +207,7 @@ def noise_compare(
         bands = min(steps, DEFAULT_SINGLE_BANDS if min_sep is None else min_sep)
     if not 1 <= bands <= steps or (min_sep is not None and bands > min_sep):
         raise ValueError(f"Expected --bands in [1, min(steps, min-sep)], got {bands}.")
+    figure = plot_target(plot, overwrite)
     nu = noise.tune_nu(steps, min_sep, participations).nu
     blt = noise.optimize_blt(steps, min_sep=min_sep, participations=participations)
     bsr = noise.choose_bands(steps, min_sep, participations, max_bands=bands).bands
@@ -210,6 +216,7 @@ def noise_compare(
     )
     levels = noise.TreeAggregation.levels(steps)
     rows: dict[str, dict[str, Any]] = {}
+    errors: dict[str, Any] = {}
     candidates = [
         ("independent", noise.independent(), 0),
         ("tree", noise.TreeAggregation(), levels),
@@ -230,7 +237,22 @@ def noise_compare(
         for name, mech, state in candidates:
             max_loss, mean_loss = mech.prefix_losses(steps, pattern)
             rows[name] = {"max_loss": max_loss, "mean_loss": mean_loss, "state_vectors": state}
+            if figure is not None:
+                errors[name] = mech.prefix_errors(steps, pattern)
     result = _with_pattern({"steps": steps, "mechanisms": rows}, min_sep, participations)
+    if figure is not None:
+        from privopt.plots import plot_prefix_errors
+
+        pattern_text = (
+            "single participation"
+            if min_sep is None
+            else (f"min-separation {min_sep}, {participations} participations")
+        )
+        result["plot"] = str(
+            plot_prefix_errors(
+                errors, figure, title=f"Prefix-sum noise, n = {steps}, {pattern_text}"
+            )
+        )
     if min_sep is not None:
         result["note"] = "tree sensitivities under min-separation are upper bounds"
     if as_json:
@@ -244,3 +266,5 @@ def noise_compare(
             name, f"{row['max_loss']:.6g}", f"{row['mean_loss']:.6g}", str(row["state_vectors"])
         )
     Console().print(table)
+    if figure is not None:
+        Console().print(f"figure written to {result['plot']}")

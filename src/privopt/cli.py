@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Annotated, Any
 
+import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
@@ -21,10 +22,13 @@ from privopt import accounting as acc
 from privopt._cli_common import (
     Delta,
     JsonFlag,
+    PlotOption,
+    PlotOverwrite,
     _emit,
     input_file,
     output_dir,
     output_file,
+    plot_target,
     read_linear_model,
     root_callback,
     run_app,
@@ -84,8 +88,12 @@ def account_gaussian(
     delta: Delta,
     sensitivity: Sensitivity = 1.0,
     as_json: JsonFlag = False,
+    plot: PlotOption = None,
+    overwrite: PlotOverwrite = False,
 ) -> None:
-    """Exact epsilon of one Gaussian release (Balle & Wang 2018)."""
+    """Exact epsilon of one Gaussian release (Balle & Wang 2018); --plot draws epsilon
+    against the noise std from sigma/4 to 4 sigma."""
+    figure = plot_target(plot, overwrite)
     epsilon = acc.gaussian_epsilon(sigma, delta, sensitivity)
     result = {
         "epsilon": epsilon,
@@ -96,6 +104,13 @@ def account_gaussian(
         "rho": acc.gaussian_rho(sensitivity, sigma),
         "method": "exact",
     }
+    if figure is not None:
+        sigmas = np.geomspace(sigma / 4, sigma * 4, 61)
+        curve = [acc.gaussian_epsilon(s, delta, sensitivity) for s in sigmas]
+        result["plot"] = _plot_epsilon(
+            figure, sigmas, curve, "noise std sigma", (sigma, epsilon),
+            f"One Gaussian release, sensitivity {sensitivity:g}, delta = {delta:g}",
+        )  # fmt: skip
     _emit("Gaussian mechanism (exact)", result, as_json)
 
 
@@ -153,10 +168,31 @@ def account_gdp(
     mu: Annotated[float, typer.Option("--mu", help="mu of mu-GDP.")],
     delta: Delta,
     as_json: JsonFlag = False,
+    plot: PlotOption = None,
+    overwrite: PlotOverwrite = False,
 ) -> None:
-    """Exact epsilon at delta of a mu-GDP mechanism."""
-    result = {"epsilon": acc.gdp_epsilon(mu, delta), "mu": mu, "delta": delta}
+    """Exact epsilon at delta of a mu-GDP mechanism; --plot draws epsilon against mu from
+    mu/4 to 4 mu."""
+    figure = plot_target(plot, overwrite)
+    result: dict[str, Any] = {"epsilon": acc.gdp_epsilon(mu, delta), "mu": mu, "delta": delta}
+    if figure is not None:
+        mus = np.geomspace(mu / 4, mu * 4, 61)
+        result["plot"] = _plot_epsilon(
+            figure, mus, [acc.gdp_epsilon(m, delta) for m in mus], "mu",
+            (mu, result["epsilon"]), f"mu-GDP at delta = {delta:g}",
+        )  # fmt: skip
     _emit("Gaussian DP conversion (exact)", result, as_json)
+
+
+def _plot_epsilon(path, x, epsilons, xlabel: str, mark, title: str) -> str:
+    """Draw epsilon against ``x`` (log x axis) with the asked point marked; the file name."""
+    from privopt.plots import plot_curve
+
+    return str(
+        plot_curve(
+            x, epsilons, path, xlabel=xlabel, ylabel="epsilon", title=title, mark=mark, logx=True
+        )
+    )
 
 
 def _dpsgd_setting(sample_rate: float, steps: int, delta: float, accountant: str) -> dict:
@@ -172,14 +208,25 @@ def account_dpsgd(
     delta: Delta,
     accountant: Accountant = "pld",
     as_json: JsonFlag = False,
+    plot: PlotOption = None,
+    overwrite: PlotOverwrite = False,
 ) -> None:
-    """epsilon of DP-SGD with Poisson sampling (add/remove-one), via dp_accounting."""
+    """epsilon of DP-SGD with Poisson sampling (add/remove-one), via dp_accounting; --plot
+    draws epsilon against the number of steps, 1 to --steps."""
+    figure = plot_target(plot, overwrite)
     epsilon = acc.dpsgd_epsilon(sigma, sample_rate, steps, delta, accountant)  # type: ignore[arg-type]
-    result = {
+    result: dict[str, Any] = {
         "epsilon": epsilon,
         "sigma": sigma,
         **_dpsgd_setting(sample_rate, steps, delta, accountant),
     }
+    if figure is not None:
+        counts = np.unique(np.geomspace(1, steps, min(steps, 24)).round().astype(int))
+        curve = [acc.dpsgd_epsilon(sigma, sample_rate, int(t), delta, accountant) for t in counts]  # type: ignore[arg-type]
+        result["plot"] = _plot_epsilon(
+            figure, counts, curve, "steps", (steps, epsilon),
+            f"DP-SGD, sigma = {sigma:g}, q = {sample_rate:g}, delta = {delta:g} ({accountant})",
+        )  # fmt: skip
     _emit("DP-SGD (Poisson-sampled Gaussian)", result, as_json)
 
 

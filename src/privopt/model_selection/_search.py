@@ -54,7 +54,7 @@ from privopt.estimators._params import store_params
 from privopt.model_selection._scoring import UTILITY_SENSITIVITY, record_utilities
 from privopt.noise.selection import exponential_mechanism
 
-__all__ = ["PrivateGridSearchCV", "candidate_target"]
+__all__ = ["PrivateGridSearchCV", "budget_split", "candidate_target"]
 
 #: delta of the pure epsilon_s-DP selection written as an ApproxDPEvent (any delta > 0 holds).
 PURE_DP_DELTA = 1e-300
@@ -89,6 +89,22 @@ def candidate_target(epsilon: float, delta: float, fits: int) -> tuple[float, fl
     if excess(low) > 0:
         raise ValueError(f"No per-candidate epsilon found for {fits} fits at {epsilon}.")
     return feasible_boundary(excess, good=low, bad=epsilon, rtol=1e-12), delta_c
+
+
+def budget_split(
+    epsilon: float, delta: float, candidates: int, *, refit: bool
+) -> tuple[float, float, float]:
+    """(epsilon_c, delta_c, epsilon_s) of a search over ``candidates`` (module docstring):
+    the per-candidate target and the selection's epsilon. Public values only."""
+    fits = candidates + 1 if refit else candidates
+    eps_c, delta_c = candidate_target(epsilon, delta, fits)
+    eps_s = epsilon
+    if refit:  # a validation record meets the selection and the refit (basic composition)
+        eps_s = epsilon - ApproxDPEvent(eps_c, delta_c).composed_epsilon(delta / 2)
+        eps_s *= 1.0 - 1e-6
+        if not eps_s > 0:
+            raise ValueError("refit=True leaves no budget for the selection.")
+    return eps_c, delta_c, eps_s
 
 
 def _delegate_has(method: str):
@@ -203,14 +219,7 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         error_bound = self._error_bound()
         relation = self._planned_relation()
         k = len(candidates)
-        fits = k + 1 if self.refit else k
-        eps_c, delta_c = candidate_target(self.epsilon, self.delta, fits)
-        eps_s = self.epsilon
-        if self.refit:  # a validation record meets the selection and the refit (basic)
-            eps_s = self.epsilon - ApproxDPEvent(eps_c, delta_c).composed_epsilon(self.delta / 2)
-            eps_s *= 1.0 - 1e-6
-            if not eps_s > 0:
-                raise ValueError("refit=True leaves no budget for the selection.")
+        eps_c, delta_c, eps_s = budget_split(self.epsilon, self.delta, k, refit=self.refit)
         ledger = PrivacyLedger(relation)
         rng = self._generator(ledger)
         X, y = indexable(X, y)
@@ -348,6 +357,38 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         )
         for text in assumptions:
             ledger.assume(f"candidates: {text}")
+
+    def plot_tradeoff(self, path, *, confidence: float = 0.95):
+        """Draw the trade-off this search's budget was split along, against the number of
+        candidates k (the fitted k marked): each candidate's epsilon_c, and the selection's
+        shortfall, the number of validation records' utility by which the exponential
+        mechanism's choice can fall short of the best candidate with probability
+        ``confidence``: 2 ln(k / (1 - confidence)) / epsilon_s (McSherry & Talwar 2007,
+        Theorem 6; utilities of sensitivity 1). Public values only: no score is read.
+
+        Returns the written file (PNG, or SVG/PDF by suffix).
+        """
+        check_is_fitted(self, "best_index_")
+        if not 0.0 < confidence < 1.0:
+            raise ValueError(f"Expected confidence in (0, 1), got {confidence!r}.")
+        from privopt.plots import plot_search_tradeoff
+
+        k = len(self.cv_results_["params"])
+        counts = np.unique(np.geomspace(1, max(2 * k, 8), 8).round().astype(int))
+        counts = np.union1d(counts, [k])
+        splits = [budget_split(self.epsilon, self.delta, int(c), refit=self.refit) for c in counts]
+        eps_c = np.array([s[0] for s in splits])
+        shortfall = np.array(
+            [
+                2.0 * math.log(c / (1.0 - confidence)) / s[2]
+                for c, s in zip(counts, splits, strict=True)
+            ]
+        )
+        return plot_search_tradeoff(
+            counts, eps_c, shortfall, k, path,
+            title=f"Private grid search: epsilon = {self.epsilon:g}, delta = {self.delta:g}",
+            confidence=confidence,
+        )  # fmt: skip
 
     # -- delegation ----------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:

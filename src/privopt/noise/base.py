@@ -392,6 +392,15 @@ class Mechanism(ABC):
         sens2 = self.sensitivity_squared(steps, participation)
         return float(sens2 * rows.max()), float(sens2 * rows.sum() / steps)
 
+    def prefix_errors(self, steps: int, participation: Participation = SINGLE) -> np.ndarray:
+        """Expected squared error of each released prefix sum, steps 1..T (unit clip norm).
+
+        Entry t is sens^2 times the squared norm of row t of A B, so its maximum and mean are
+        :meth:`prefix_losses`. Materialised (O(T^2) memory): meant for plots and small T.
+        """
+        rows = np.sum(self._prefix_workload(steps) ** 2, axis=1)
+        return self.sensitivity_squared(steps, participation) * rows
+
     def _prefix_workload(self, steps: int) -> np.ndarray:
         """A B: the noise of the released prefix sums (materialised, small T)."""
         return np.cumsum(self.decoder_matrix(steps), axis=0)
