@@ -1,0 +1,172 @@
+"""The plan of a federated run: a :class:`~privopt.training.TrainingPlan` over users.
+
+User-level privacy reuses the training core unchanged, with the user as the record: the plan's
+``num_records`` is the number of users N, a batch is a cohort of users, and ``clip_norm`` bounds
+a user's whole model delta (all its records, all its local steps). A neighbouring data set
+replaces every record of one user by a null user whose delta is zero (user-level zero-out), or
+by another user (user-level replace-one). The plan's event is then exactly the record-level
+event of the same plan over users, and it is calibrated once, by the core's calibration.
+
+===============  ==========================================  =====================================
+mechanism        cohorts (:mod:`privopt.training.batching`)  noise and accounting
+===============  ==========================================  =====================================
+``dpsgd``        Poisson over users, rate q = b / N,         independent (DP-FedAvg, McMahan et
+                 ceil(E / q) rounds                          al. 2018); amplified (PLD / RDP)
+``blt``,         fixed cohorts of b users from a secret      the registry's mechanism tuned to the
+``banded``,      permutation, cycled in the same order      pattern (k = E participations,
+``nu-dpftrl``,   every pass (E passes over the users)        min-separation N // b); one Gaussian
+``optimal-cc``,                                              mechanism C G + W with the
+``tree``                                                     min-separation sensitivity
+===============  ==========================================  =====================================
+
+``sampling="fixed"`` runs independent noise on fixed cohorts too (unamplified DP-FedAvg). The
+choices depend on (N, b, E) only, which are public, so they cost no privacy. This is the
+protocol of Choquette-Choo et al. (2024), "Correlated Noise Provably Beats Independent Noise
+for Differentially Private Learning" (ICLR 2024, arXiv:2310.06771), Section 4 and Appendix G.2:
+DP-FTRL on client updates ("generalized gradients", Reddi et al. 2020), user updates clipped
+to l2 norm 1, server momentum, correlated noise with multiple participations.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+from privopt._validate import check_count, check_positive
+from privopt.accounting import Neighbouring, PrivacyReport
+from privopt.noise import Mechanism, independent
+from privopt.noise.registry import MECHANISM_NAMES, canonical_mechanism, tuned_mechanism
+from privopt.training import FixedBatches, PoissonSampling, TrainingPlan
+
+__all__ = [
+    "PRIVACY_UNIT",
+    "federated_plan",
+    "user_level_assumptions",
+    "user_level_relation",
+    "user_level_report",
+]
+
+#: the privacy unit of every federated run
+PRIVACY_UNIT = "user"
+_SAMPLING = ("auto", "poisson", "fixed")
+
+
+def federated_plan(
+    mechanism: str | Mechanism,
+    num_users: int,
+    *,
+    cohort_size: int,
+    epochs: int,
+    clip_norm: float,
+    neighbouring: Neighbouring | str = "zero-out",
+    sampling: str = "auto",
+) -> tuple[TrainingPlan, dict[str, Any]]:
+    """The uncalibrated plan over ``num_users`` users and the public choices made (module
+    table); calibrate it with ``plan.calibrate(epsilon, delta)``.
+
+    Args:
+        mechanism: a name of :data:`privopt.noise.registry.MECHANISM_NAMES` or a
+            :class:`~privopt.noise.Mechanism` (fixed cohorts).
+        cohort_size: b, users per round (the expected cohort under Poisson sampling).
+        epochs: E, passes over the users (participations of each user with fixed cohorts).
+        clip_norm: G, the l2 bound of each user's model delta.
+        neighbouring: user-level ``"zero-out"`` or ``"replace-one"``.
+        sampling: ``"auto"`` (Poisson for ``dpsgd``, fixed cohorts otherwise), ``"poisson"``
+            (``dpsgd`` only: amplification is not analysed for correlated noise here) or
+            ``"fixed"``.
+    """
+    num_users = check_count("num_users", num_users)
+    cohort_size = check_count("cohort_size", cohort_size)
+    epochs = check_count("epochs", epochs)
+    clip_norm = check_positive("clip_norm", clip_norm)
+    relation = Neighbouring.parse(neighbouring)
+    if relation is Neighbouring.ADD_REMOVE:
+        raise ValueError(
+            "neighbouring='add-remove' makes the number of users private, but a federated plan "
+            "uses it (rounds, sampling rate, divisor); use 'zero-out' or 'replace-one'."
+        )
+    if sampling not in _SAMPLING:
+        raise ValueError(f"Expected sampling in {_SAMPLING}, got {sampling!r}.")
+    if cohort_size > num_users:
+        raise ValueError(f"cohort_size={cohort_size} is larger than the {num_users} users.")
+    if isinstance(mechanism, Mechanism):
+        name, mech, choices = mechanism.name, mechanism, {}
+        if sampling == "poisson":
+            raise ValueError("sampling='poisson' is analysed for mechanism='dpsgd' only.")
+    else:
+        try:
+            name = canonical_mechanism(mechanism, stacklevel=2)
+        except ValueError:
+            raise ValueError(
+                f"Expected mechanism in {MECHANISM_NAMES} or a Mechanism, got {mechanism!r}."
+            ) from None
+        if sampling == "poisson" and name != "dpsgd":
+            raise ValueError(
+                f"sampling='poisson' is analysed for mechanism='dpsgd' only, got {name!r}: "
+                "amplification by sampling is not analysed for correlated noise here."
+            )
+        mech, choices = independent(), {}
+    label = f"federated rounds ({name}, user-level)"
+    if name == "dpsgd" and sampling in ("auto", "poisson"):
+        batches = PoissonSampling.from_epochs(num_users, epochs=epochs, expected_batch=cohort_size)
+        plan = TrainingPlan(
+            num_users, batches, clip_norm, mechanism=independent(), neighbouring=relation,
+            label=label,
+        )  # fmt: skip
+        return plan, {"mechanism": name, "sampling": "poisson", "rate": batches.sample_rate}
+    batches = FixedBatches(cohort_size, epochs)
+    if not isinstance(mechanism, Mechanism) and name != "dpsgd":
+        steps, pattern = batches.steps(num_users), batches.participation(num_users)
+        mech, choices = tuned_mechanism(name, steps, pattern)
+        choices.pop("restart_objective", None)
+    plan = TrainingPlan(
+        num_users, batches, clip_norm, mechanism=mech, neighbouring=relation, label=label
+    )
+    return plan, {"mechanism": name, "sampling": "fixed", **choices}
+
+
+def user_level_relation(neighbouring: Neighbouring) -> tuple[str, str]:
+    """The user-level relation's name and description (``"user-level zero-out"``, ...)."""
+    if neighbouring is Neighbouring.REPLACE_ONE:
+        text = (
+            "datasets of the same public number of users N differ in all the records of one "
+            "user, replaced by another user's records (the user's clipped delta moves a round's "
+            "sum by up to 2 G)"
+        )
+    else:
+        text = (
+            "datasets of the same public number of users N differ in all the records of one "
+            "user, replaced by a null user whose model delta is zero (Kairouz et al. 2021's "
+            "zero-out with the user as the unit); accounted like add/remove of one user"
+        )
+    return f"user-level {neighbouring.value}", text
+
+
+def user_level_assumptions(plan: TrainingPlan, local_steps: int) -> list[str]:
+    """What a federated run's claim relies on, in words, from the plan's public fields."""
+    n = plan.num_records
+    out = [
+        f"privacy unit: the user; {n} users (public); a record's user id is public "
+        "structure and every record has one",
+        f"each user's model delta after {local_steps} local step(s) on all of its records, from "
+        f"the server model, clipped to l2 norm {plan.clip_norm:g}: a user's whole contribution "
+        "to a round, whatever its number of records (a delta with a non-finite value, or one "
+        "zeroed by the l-infinity guard, contributes zero)",
+        "cohorts over users: " + plan.batches.describe(n).replace("records", "users"),
+        "the server adds noise to the sum of the cohort's clipped deltas only; client "
+        "training, its batching and its order are inside the clipped delta",
+    ]
+    if plan.batches.accounts_correlated_noise:
+        out.append(
+            f"correlated noise {plan.mechanism.name}: sensitivity {plan.sensitivity:.6g} = "
+            f"{plan.relation_factor:g} G x the mechanism's unit sensitivity for each user's "
+            "participation pattern"
+        )
+    return out
+
+
+def user_level_report(report: PrivacyReport, neighbouring: Neighbouring) -> PrivacyReport:
+    """``report`` with the relation named at the user level (the accountant's numbers are the
+    record-level ones of the plan over users, which is what user-level DP is here)."""
+    name, text = user_level_relation(neighbouring)
+    return dataclasses.replace(report, neighbouring=name, neighbouring_description=text)
