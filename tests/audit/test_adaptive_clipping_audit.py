@@ -12,6 +12,7 @@ noise, through the internal test hook, while the report still says epsilon = 1) 
 import dataclasses
 
 import numpy as np
+import pytest
 
 from privopt.audit import audit_scores
 from privopt.noise import nu_dpftrl
@@ -47,6 +48,7 @@ def _bound(plan, runs):
     return audit_scores(with_canary, without, delta=DELTA).epsilon_lower_bound
 
 
+@pytest.mark.slow
 def test_count_release_passes_the_audit_and_noiseless_counts_are_caught():
     # measured (1,000 runs a side): 0.008 for the correct plan, 4.91 for the noiseless counts
     plan = _plan()

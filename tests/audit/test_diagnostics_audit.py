@@ -66,12 +66,14 @@ def _scores(diagnostics: bool) -> tuple[list[float], list[float]]:
     return with_canary, without
 
 
+@pytest.mark.slow
 def test_default_fit_releases_no_clip_flags_and_passes_the_audit():
     with_canary, without = _scores(diagnostics=False)
     result = audit_scores(with_canary, without, delta=1e-5)
     assert result.epsilon_lower_bound <= 1.0
 
 
+@pytest.mark.slow
 def test_planted_bug_publishing_clip_flags_is_caught():
     # 30 + 30 runs: 16 of 30 with the canary had one clipped step, none of 30 without. The
     # bound can only exceed 1 if the released clip flags separate the neighbours far beyond

@@ -94,6 +94,7 @@ def _audit(n_train: int, runs: int, leaky: bool):
     ]
 
 
+@pytest.mark.slow
 def test_default_residual_estimate_passes_the_audit_and_the_old_leak_fails_it():
     """300 runs per side (~5 s on 2 cores)."""
     assert all(bound <= EPSILON for bound in _audit(64, 300, leaky=False))

@@ -37,7 +37,9 @@ def test_default_is_within_2x_ols_and_spends_at_most_epsilon():
     assert np.median(ratios) <= 2.0, ratios
 
 
-@pytest.mark.parametrize("method", ["newton", "adassp", "ambssgd", "dpsgd"])
+@pytest.mark.parametrize(
+    "method", ["newton", "adassp", "ambssgd", pytest.param("dpsgd", marks=pytest.mark.slow)]
+)
 def test_methods_are_private_by_their_ledger_and_beat_a_trivial_predictor(method):
     data = make_linear_regression(60_000, 5, sigma=1.0, rng=np.random.default_rng(1))
     model = DPLinearRegression(epsilon=2.0, delta=1e-6, method=method, random_state=0)
@@ -173,7 +175,15 @@ def test_sklearn_compatible(estimator, check):
     check(estimator)
 
 
-@pytest.mark.parametrize("method", ["adassp", "ambssgd", "dpsgd", "ftrl-sigma"])
+@pytest.mark.parametrize(
+    "method",
+    [
+        "adassp",
+        "ambssgd",
+        pytest.param("dpsgd", marks=pytest.mark.slow),
+        pytest.param("ftrl-sigma", marks=pytest.mark.slow),
+    ],
+)
 def test_one_relation_for_every_method_on_request(method):
     # issue 13 item 4: neighbouring="zero-out" accounts every method under one relation, so
     # methods compare at one guarantee; replace-one is refused for Poisson DP-SGD only.

@@ -39,6 +39,7 @@ def quick(tmp_path_factory):
     return out, reproduce_cifar_style(out, quick=True)
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_files_written_and_json_matches_the_payload(quick):
     out, payload = quick
     assert (out / "cifar_style.png").stat().st_size > 10_000
@@ -68,6 +69,7 @@ def test_files_written_and_json_matches_the_payload(quick):
             assert len(entry["accuracies"]) == len(on_disk["seeds"])
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_reported_epsilon_never_exceeds_the_target(quick):
     _, payload = quick
     for per_eps in payload["results"].values():
@@ -79,6 +81,7 @@ def test_reported_epsilon_never_exceeds_the_target(quick):
             assert entry["reported_epsilon"] >= 0.99 * entry["target_epsilon"]
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_accuracies_and_intervals(quick):
     _, payload = quick
     assert payload["non_private_accuracy"] > 0.85
@@ -89,6 +92,7 @@ def test_accuracies_and_intervals(quick):
             assert entry["ci95_halfwidth"] >= 0.0 and math.isfinite(entry["ci95_halfwidth"])
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_correlated_methods_beat_chance_at_the_largest_epsilon(quick):
     _, payload = quick
     largest = f"{max(payload['epsilons']):g}"
@@ -97,6 +101,7 @@ def test_correlated_methods_beat_chance_at_the_largest_epsilon(quick):
         assert entry["mean_accuracy"] > payload["chance_accuracy"] + 0.4, method
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_sensitivities_follow_the_participation_pattern(quick):
     _, payload = quick
     part = payload["participation"]

@@ -19,6 +19,7 @@ def quick_fig2(tmp_path_factory):
     return out, json.loads(buffer.getvalue())
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_files_and_keys(quick_fig2):
     out, data = quick_fig2
     assert (out / "fig2.png").stat().st_size > 10_000
@@ -27,6 +28,7 @@ def test_files_and_keys(quick_fig2):
         assert {"sgd_vs_d", "sgd_vs_deff", "ftrl_vs_deff"} <= set(data[key])
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_simulated_slopes_are_within_0_1_of_the_exact_formula(quick_fig2):
     # 16 chains per point: each simulated F_inf has a ~2% (SGD) / ~0.3% (FTRL) standard error,
     # so a fitted slope over a 8x range of x moves by ~0.02; 0.1 is ~5 standard errors.
@@ -35,6 +37,7 @@ def test_simulated_slopes_are_within_0_1_of_the_exact_formula(quick_fig2):
         assert data["slopes"][key] == pytest.approx(theory, abs=0.1), key
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_noisy_sgd_slopes_against_the_paper(quick_fig2):
     _, data = quick_fig2
     assert data["slopes"]["sgd_vs_d"] == pytest.approx(1.00, abs=0.15)
@@ -44,6 +47,7 @@ def test_noisy_sgd_slopes_against_the_paper(quick_fig2):
     assert data["paper_slopes"]["ftrl_vs_deff"] == 1.27
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_simulation_agrees_with_the_exact_formula_pointwise(quick_fig2):
     _, data = quick_fig2
     for panel in data["panels"].values():

@@ -19,6 +19,7 @@ def quick(tmp_path_factory):
     return out, reproduce_overparam(out, quick=True)
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_files_and_keys(quick):
     out, data = quick
     assert (out / "overparam.png").stat().st_size > 10_000
@@ -49,6 +50,7 @@ def test_files_and_keys(quick):
     assert data["timing_s"]["total_s"] < 120  # quick: well under a minute on 2 cores
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_every_reported_epsilon_is_within_the_target(quick):
     _, data = quick
     target = data["settings"]["epsilon"]
@@ -60,6 +62,7 @@ def test_every_reported_epsilon_is_within_the_target(quick):
             assert eps is None or eps <= target * (1 + 1e-9), method
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_slopes_are_finite_and_paper_rates_are_table_1(quick):
     _, data = quick
     for key, slopes in data["slopes"].items():
@@ -76,6 +79,7 @@ def test_slopes_are_finite_and_paper_rates_are_table_1(quick):
     assert paper_slopes("polynomial", 1.5)["ftrl_identity"] == pytest.approx(-0.375)
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_step_size_rule_is_fixed_in_advance(quick):
     _, data = quick
     rule = data["step_size_rule"]

@@ -50,6 +50,7 @@ def _blocks(payload):
     return blocks
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_files_and_keys(quick_run):
     out, payload = quick_run
     assert (out / "single_epoch.png").stat().st_size > 10_000
@@ -85,6 +86,7 @@ def test_files_and_keys(quick_run):
         assert "skipped" in payload["adult"]
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_every_reported_epsilon_is_at_most_its_target(quick_run):
     _, payload = quick_run
     count = 0
@@ -99,6 +101,7 @@ def test_every_reported_epsilon_is_at_most_its_target(quick_run):
     assert count >= 2 * len(METHODS) * 3 * len(QUICK_STEP_EXPONENTS)
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_all_numbers_are_finite(quick_run):
     _, payload = quick_run
     numbers = list(_numbers(payload))
@@ -107,6 +110,7 @@ def test_all_numbers_are_finite(quick_run):
         assert math.isfinite(value), path
 
 
+@pytest.mark.slow  # the quick reproduction takes 10-40 s
 def test_schedules_and_scores(quick_run):
     _, payload = quick_run
     for name, block in _blocks(payload):

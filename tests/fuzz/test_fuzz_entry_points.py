@@ -82,6 +82,7 @@ def test_estimator_refuses_wrong_shapes_and_dtypes_with_value_error(X, y):
         _estimator(allow_large_delta=True).fit(X, y)
 
 
+@pytest.mark.slow
 @FAST
 @given(st.sampled_from(["adassp", "dpsgd", "ftrl-sigma"]), st.integers(0, 2**31 - 1))
 def test_a_seed_reproduces_a_fit_bit_for_bit(method, seed):

@@ -164,6 +164,7 @@ def test_golden_two_buffers_n1e5():
     assert blt.max_loss(100_000) == pytest.approx(28.0555, rel=1e-5)
 
 
+@pytest.mark.slow
 def test_buffer_count_grows_until_improvement_stalls():
     n = 1000
     blt = optimize_blt(n)
