@@ -455,7 +455,7 @@ def reproduce(
         bool, typer.Option("--overwrite", help="Replace result files already in --out.")
     ] = False,
 ) -> None:
-    """Reproduce a figure of the seed papers (writes a PNG plot and a JSON of the numbers)."""
+    """Reproduce a figure of the papers privopt implements (writes a PNG plot and a JSON)."""
     if name not in REPRODUCTIONS:
         raise ValueError(f"Expected a reproduction in ({', '.join(REPRODUCTIONS)}), got {name!r}.")
     if backend not in ("numpy", "torch") or (backend == "torch" and name != "cifar-style"):
@@ -487,7 +487,8 @@ def demo(
     epsilon: Annotated[float, typer.Option("--epsilon")] = 1.0,
     seed: Annotated[int, typer.Option("--seed", help="Seed, >= 0.", min=0)] = 0,
 ) -> None:
-    """Private linear regression on seed 000's model: DP-AMBSSGD, DP-SGD, AdaSSP against OLS."""
+    """Private linear regression on Varshney et al.'s (2022) model: DP-AMBSSGD, DP-SGD, AdaSSP
+    against OLS."""
     from privopt.experiments.regression_demo import run_regression_demo
 
     console = Console()

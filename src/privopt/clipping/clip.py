@@ -1,6 +1,7 @@
 """Per-example l2 clipping, with the semantics every privacy proof in privopt relies on.
 
-``clip_zeta(v) = v * min(1, zeta / ||v||)`` (seed 000 main text; its appendix's ``max`` is a typo,
+``clip_zeta(v) = v * min(1, zeta / ||v||)`` (Varshney et al. (2022) main text; its appendix's
+``max`` is a typo,
 notes/000.md §9 item 1). The factor is computed without dividing by zero, and the clipped norm
 never exceeds zeta, even in floating point (the factor is nudged down when rounding would
 overshoot). Non-finite inputs are refused: a NaN gradient would escape any norm bound.

@@ -1,4 +1,5 @@
-"""DP-STAT (seed 000, Algorithm 3): a private approximate maximum by a noisy doubling search.
+"""DP-STAT (Varshney et al. 2022, Algorithm 3): a private approximate maximum by a noisy doubling
+search.
 
 Given s non-negative values r_j (residuals |<x_j, w> - y_j|, or row norms), a public domain bound
 B and K queries, DP-STAT tests the thresholds gamma = Delta, 2 Delta, 4 Delta, ... with

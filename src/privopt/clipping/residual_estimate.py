@@ -1,4 +1,5 @@
-"""RESIDUALEST (seed 003, Algorithm 2): a (private) upper estimate of the residual level.
+"""RESIDUALEST (Private Overparameterized Linear Regression, 2024, Algorithm 2): a (private) upper
+estimate of the residual level.
 
 DP-FTRL-Σ clips the gradient of step t at psi_t = C l_t, where l_t estimates the root of the
 target residual level of the current model w_t (notes/003.md §2.1, §2.2):

@@ -1,4 +1,7 @@
-r"""Synthetic over-parameterised linear regression with an implicit diagonal H (seed 003).
+r"""Synthetic over-parameterised linear regression with an implicit diagonal H.
+
+The model of "Private Overparameterized Linear Regression without Suffering in High
+Dimensions" (anonymous ICLR 2024 submission; "the DP-FTRL-Σ paper" below).
 
 The generator follows notes/003.md §4.2 (``make_problem``), which matches the paper's
 Assumptions 2.1–2.3 (notes/003.md §4.1). With 1-based indices :math:`i = 1, \dots, d`,
@@ -106,7 +109,7 @@ def _draw_x(rng: np.random.Generator, law: str, n: int, sqrt_eig: np.ndarray) ->
 
 @dataclass(frozen=True, eq=False)
 class OverparameterisedData(RegressionSample):
-    r"""An over-parameterised regression sample with its exact population oracle (seed 003).
+    r"""An over-parameterised regression sample with its exact population oracle.
 
     The arrays are read-only, so that the oracle quantities keep describing the sample.
 
@@ -210,7 +213,7 @@ def make_overparameterised_regression(
     x_law: XLaw = "gaussian",
     rng: np.random.Generator,
 ) -> OverparameterisedData:
-    r"""Draw the over-parameterised regression model of seed 003 (notes/003.md §4.2).
+    r"""Draw the over-parameterised regression model of the DP-FTRL-Σ paper (notes/003.md §4.2).
 
     .. math::
 

@@ -1,6 +1,6 @@
 r"""Synthetic linear-regression data with exact oracle quantities.
 
-The generator follows the model of seed 000 (notes/000.md §2.3). Features are
+The generator follows the model of Varshney et al. (2022) (notes/000.md §2.3). Features are
 
 .. math::
 
@@ -89,7 +89,7 @@ def _spectrum(spectrum: str, d: int, kappa: float, lam_max: float) -> np.ndarray
 
 @dataclass(frozen=True, eq=False)
 class LinearRegressionData(RegressionSample):
-    r"""A synthetic linear-regression sample with its population oracle (seed 000, §2.3).
+    r"""A linear-regression sample with its population oracle (Varshney et al. 2022, §2.3).
 
     The arrays are read-only, so that the oracle quantities keep describing the sample.
 
@@ -206,7 +206,7 @@ def make_linear_regression(
     noise_law: NoiseLaw = "gaussian",
     rng: np.random.Generator,
 ) -> LinearRegressionData:
-    r"""Draw a linear-regression sample from the model of seed 000 (notes/000.md §2.3).
+    r"""Draw a linear-regression sample from the model of Varshney et al. (2022, §2.3).
 
     .. math::
 

@@ -87,7 +87,8 @@ def optimisation_progress(learning_rate: float, curvature: float, steps: float) 
 
 
 def output_noise_reasons(noise_std: float, dimension: int, radius: float) -> list[str]:
-    """Output perturbation (seed 002 Alg. 1): the released w~ = w + N(0, s^2 I_d) with ||w||
+    """Output perturbation (Wang et al. (2022) Alg. 1): the released w~ = w + N(0, s^2 I_d) with
+    ||w||
     <= radius; when s sqrt(d) exceeds the radius the noise is larger than any model the
     constraint set holds, and w~ is mostly noise (R^2 -15 to -43 measured for
     DPSGDRegressor(perturbation="output") on CCPP before issue 16)."""

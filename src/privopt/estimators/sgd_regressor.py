@@ -1,4 +1,4 @@
-"""DPSGDRegressor: private linear regression with robust or non-smooth losses (seed 002)."""
+"""DPSGDRegressor: private linear regression with robust or non-smooth losses (Wang et al. 2022)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
     targets are centred and clipped to public bounds (``feature_bounds`` and ``target_bounds``)
     or to privately estimated ones (a disjoint slice of records, no extra budget), then scaled
     so that ||x|| <= 1 and |y| <= 1; the fitted coefficients are mapped back to the caller's
-    units, so the model is linear in the original features. The private fit is seed 002's
+    units, so the model is linear in the original features. The private fit is Wang et al.'s (2022)
     DP-SGD-Gradient (default) or DP-SGD-Output; see :class:`DPLinearClassifier` for the
     parameters they share (``budget``: a :class:`~privopt.PrivacyBudget` the fit draws from,
     checked before X is read). Privacy: (epsilon, delta)-DP under replace-one neighbours, stated in

@@ -34,7 +34,8 @@ __all__ = [
     "t_halfwidth",
 ]
 
-#: The learning-rate schedule of seed 001's multi-epoch comparison, used by the DP-SGD baselines:
+#: The learning-rate schedule of Choquette-Choo et al.'s (2024) multi-epoch comparison, used by
+#: the DP-SGD baselines:
 #: constant, then a linear cool-down to ``COOLDOWN_FACTOR`` times the learning rate over the last
 #: ``COOLDOWN_FRACTION`` of the steps (:func:`cooldown_schedule`).
 COOLDOWN_FRACTION = 0.25

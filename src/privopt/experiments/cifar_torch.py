@@ -1,4 +1,5 @@
-"""``privopt reproduce cifar-style --backend torch``: seed 001's CIFAR protocol on a digits CNN.
+"""``privopt reproduce cifar-style --backend torch``: Choquette-Choo et al.'s (2024) CIFAR protocol
+on a digits CNN.
 
 The paper (notes/001.md §5.3) trains a CNN for 20 epochs with example-level DP and compares
 DP-SGD (amplified by Poisson sampling) with correlated-noise DP-FTRL mechanisms calibrated with

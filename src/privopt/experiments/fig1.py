@@ -1,4 +1,5 @@
-"""Reproduction of seed 001's Figure 1: optimal correlations for mean estimation.
+"""Reproduction of Choquette-Choo et al.'s (2024) Figure 1: optimal correlations for mean
+estimation.
 
 Left panel: the privacy-term ratio F_inf(beta*) / F_inf(DP-SGD) = 4 eta (2 - eta) K(1 - eta)^2 /
 pi^2 against the learning rate eta (closed form, notes/001.md §4.2). Right panels: beta* =

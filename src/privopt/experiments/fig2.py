@@ -1,4 +1,5 @@
-"""Reproduction of seed 001's Figure 2: Noisy-SGD vs nu-Noisy-FTRL on linear regression.
+"""Reproduction of Choquette-Choo et al.'s (2024) Figure 2: Noisy-SGD vs nu-Noisy-FTRL on linear
+regression.
 
 Stationary excess risk F_inf of Noisy-SGD and nu-Noisy-FTRL (nu = eta * lambda_min), simulated
 (:func:`privopt.theory.simulation.simulate_linear_regression_f_inf`) and from the exact formula
@@ -144,7 +145,9 @@ def reproduce_fig2(
             ax.plot(panel["x"], series["theory"], "-", color=colour, label="exact formula")
         ax.set(xscale="log", yscale="log", xlabel=labels[name], ylabel="F_inf")
         ax.legend(fontsize=7)
-    fig.suptitle("Seed 001, Fig. 2: stationary excess risk (rho = G = 1, sigma_sgd = 0)")
+    fig.suptitle(
+        "Choquette-Choo et al. (2024), Fig. 2: stationary excess risk (rho = G = 1, sigma_sgd = 0)"
+    )
     save_figure(fig, out / "fig2.png")
     payload = {
         "figure": "fig2",

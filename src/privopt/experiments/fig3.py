@@ -1,4 +1,5 @@
-"""Reproduction of seed 001's Figure 3: the Theorem 3.1 bound against the condition number.
+"""Reproduction of Choquette-Choo et al.'s (2024) Figure 3: the Theorem 3.1 bound against the
+condition number.
 
 For smooth, strongly convex problems with L = 1 = G and sigma_sgd = 0 (the paper's setting),
 the convex-program bound on F_inf (:func:`privopt.theory.convex_bound.convex_program_bound`) is

@@ -1,4 +1,5 @@
-"""The figure of seed 003's reproduction (notes/003.md §6): excess risk against N, one panel per
+"""The figure of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024)
+reproduction (notes/003.md §6): excess risk against N, one panel per
 spectrum. The experiment is described in :mod:`privopt.experiments.overparam`.
 """
 
@@ -61,5 +62,8 @@ def plot_overparam(path, results, slopes, rates, n_grid, epsilon):
         ax.legend(fontsize=7)
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
-    fig.suptitle("Seed 003: excess risk vs N (median, min-max over seeds; dotted: Table 1 slopes)")
+    fig.suptitle(
+        "Private Overparameterized Linear Regression (2024): excess risk vs N "
+        "(median, min-max over seeds; dotted: Table 1 slopes)"
+    )
     save_figure(fig, path)

@@ -1,4 +1,5 @@
-"""Theory of seed 003's reproduction (notes/003.md §5): Table 1's rates, the corollaries' tuned
+"""Theory of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024) reproduction
+(notes/003.md §5): Table 1's rates, the corollaries' tuned
 step sizes, the calibrated noise multiplier tau and the corollaries' quantities at the sizes
 run (hidden constants 1). The experiment is described in :mod:`privopt.experiments.overparam`.
 """

@@ -1,4 +1,4 @@
-"""The main demo: private linear regression on the model of seed 000.
+"""The main demo: private linear regression on the model of Varshney et al. (2022).
 
 x ~ N(0, I_20), ||w*|| = 1, sigma = 1, N = 200,000, epsilon = 1, delta = 1e-6: fit the default
 (``method="auto"``, which picks noisy Newton here), DP-AMBSSGD, DP-SGD and AdaSSP through

@@ -1,4 +1,5 @@
-"""Configuration of seed 004's single-epoch comparison (issue 8; notes/004.md §6): the methods,
+"""Configuration of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue 8;
+notes/004.md §6): the methods,
 the privacy targets, the T grid, the two problems' public constants and the hyper-parameter
 tables. The experiment itself is described in :mod:`privopt.experiments.single_epoch`.
 

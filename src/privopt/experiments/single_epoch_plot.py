@@ -1,4 +1,5 @@
-"""The figure of seed 004's single-epoch comparison (issue 8; notes/004.md §6): accuracy or
+"""The figure of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue 8;
+notes/004.md §6): accuracy or
 excess risk against the number of sequential (batch) steps. The experiment is described in
 :mod:`privopt.experiments.single_epoch`.
 """
@@ -94,7 +95,8 @@ def plot_single_epoch(path: Path, payload: dict) -> None:
     handles, labels = axes[0][0].get_legend_handles_labels()
     fig.legend(handles, labels, loc="lower center", ncol=3, fontsize=8)
     fig.suptitle(
-        "Seed 004: single-epoch Accelerated-DP-SRGD vs DP-SGD (mean ± 1 sd over seeds; "
+        "Choquette-Choo, Ganesh & Thakurta (2025): single-epoch Accelerated-DP-SRGD vs DP-SGD "
+        "(mean ± 1 sd over seeds; "
         "Adult presets below the axis are marked with their accuracy)",
         fontsize=10,
     )

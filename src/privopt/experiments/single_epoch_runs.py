@@ -1,4 +1,5 @@
-"""The evaluation grid of seed 004's single-epoch comparison (issue 8; notes/004.md §6): every
+"""The evaluation grid of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue
+8; notes/004.md §6): every
 (method, epsilon, T, configuration, seed) on the synthetic logistic problem and on Adult, with
 the per-point summaries the JSON reports. The experiment is described in
 :mod:`privopt.experiments.single_epoch`.

@@ -1,4 +1,5 @@
-"""Hyper-parameter selection of seed 004's single-epoch comparison (issue 8; notes/004.md §6):
+"""Hyper-parameter selection of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison
+(issue 8; notes/004.md §6):
 the validation protocol of :data:`~privopt.experiments.single_epoch_config.HYPERPARAMETER_SELECTION`
 over :data:`~privopt.experiments.single_epoch_config.HYPERPARAMETER_GRID`, whose output is
 ``single_epoch_hyperparameters.json``. The experiment is described in

@@ -1,4 +1,4 @@
-r"""Convex losses of linear models with the constants seed 002's theorems need.
+r"""Convex losses of linear models with the constants Wang et al.'s (2022) theorems need.
 
 A loss is ``ℓ(w; x, y) = φ(<w, x>, y)``. Every :class:`LinearLoss` gives values, per-example
 (sub)gradients, their norms (no (n, d) matrix) and their sum, and, under public bounds

@@ -108,7 +108,8 @@ def check_radius(radius: object) -> float:
 def check_exponent(q: object, family: str) -> float:
     r"""Return the exponent q of a q-norm loss as a float, requiring 1 <= q <= 2.
 
-    * q < 1: t ↦ t^q is concave on t >= 0, so the loss is not convex; every result of seed 002
+    * q < 1: t ↦ t^q is concave on t >= 0, so the loss is not convex; every result of Wang et al.
+      (2022)
       (stability, privacy, utility) assumes a convex loss (notes/002.md §1).
     * q > 2: the derivative grows like |t|^(q-1) with q - 1 > 1, so for a fixed gap |t - t'| the
       difference of derivatives grows without bound as |t| grows: it is not α-Hölder for any

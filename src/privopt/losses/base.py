@@ -1,4 +1,4 @@
-r"""Convex losses of linear models and the constants seed 002's theorems need.
+r"""Convex losses of linear models and the constants Wang et al.'s (2022) theorems need.
 
 A loss of a linear model is ``ℓ(w; x, y) = φ(<w, x>, y)``: it sees the data only through the
 margin (or prediction) ``z = <w, x>`` and the label (or target) ``y``. Its (sub)gradient is
@@ -116,7 +116,8 @@ class LinearLoss(ABC):
     Attributes:
         name: registry name (see :func:`privopt.losses.get_loss`).
         task: ``"classification"`` (labels in {-1, +1}) or ``"regression"``.
-        convex: whether z ↦ φ(z, y) is convex; True for every loss privopt offers, as seed 002's
+        convex: whether z ↦ φ(z, y) is convex; True for every loss privopt offers, as Wang et
+            al.'s (2022)
             analysis requires (notes/002.md §1).
     """
 

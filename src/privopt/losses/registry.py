@@ -36,7 +36,8 @@ LOSS_NAMES: tuple[str, ...] = tuple(_LOSSES)
 #: Alternative spellings and the canonical name each stands for.
 LOSS_ALIASES: dict[str, str] = {"least_squares": "squared"}
 
-# Well-known losses that are refused because they are not convex (seed 002 needs convexity).
+# Well-known losses that are refused because they are not convex (Wang et al. (2022) needs
+# convexity).
 _NON_CONVEX = ("ramp", "truncated_hinge", "sigmoid", "zero_one", "tukey", "cauchy", "savage")
 
 
@@ -47,7 +48,7 @@ def get_loss(name: str | LinearLoss, **params: float) -> LinearLoss:
     (needs ``q`` in [1, 2]), ``huber`` (``delta``, default 1), ``hinge``, ``squared_hinge``,
     ``qnorm_hinge`` (needs ``q`` in [1, 2]), ``logistic``. A :class:`LinearLoss` instance is
     returned unchanged (without params). q < 1 and the names of well-known non-convex losses
-    raise ``ValueError``: seed 002's stability and privacy analysis needs a convex loss.
+    raise ``ValueError``: Wang et al.'s (2022) stability and privacy analysis needs a convex loss.
 
     >>> get_loss("qnorm_hinge", q=1.5).holder(x_bound=1.0)
     HolderConstants(alpha=0.5, L=1.5)
@@ -65,7 +66,7 @@ def get_loss(name: str | LinearLoss, **params: float) -> LinearLoss:
     key = LOSS_ALIASES.get(key, key)
     if key in _NON_CONVEX:
         raise ValueError(
-            f"Loss {name!r} is not convex; seed 002's stability and privacy analysis "
+            f"Loss {name!r} is not convex; Wang et al.'s (2022) stability and privacy analysis "
             f"(notes/002.md §1) needs a convex loss. Convex losses: {', '.join(LOSS_NAMES)}."
         )
     if key not in _LOSSES:

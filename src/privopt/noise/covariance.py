@@ -23,7 +23,8 @@ Every operator offers the operations DP-FTRL-Σ (notes/003.md §2.1, §3.4) need
 
 Vectors are the last axis: a ``(d,)`` array is one vector, a ``(k, d)`` array is k row vectors.
 
-:class:`LowRankPlusRidgeCovariance` is the public-data design (3.2) of seed 003,
+:class:`LowRankPlusRidgeCovariance` is the public-data design (3.2) of the DP-FTRL-Σ paper (Private
+Overparameterized Linear Regression, 2024),
 Σ = (λ I + X̃^T X̃)/M, in O(d·min(M, d)) memory and time per product.
 """
 
@@ -203,7 +204,8 @@ class DiagonalCovariance(CovarianceOperator):
 
 
 class LowRankPlusRidgeCovariance(CovarianceOperator):
-    r"""The public-data design Σ = (λ I + X̃^T X̃) / M of seed 003 (notes/003.md §2.4, eq. (3.2)).
+    r"""The public-data design Σ = (λ I + X̃^T X̃) / M of the DP-FTRL-Σ paper (notes/003.md §2.4,
+    eq. (3.2)).
 
     ``public_X`` holds M public *unlabeled* rows x̃_1..x̃_M of width d (the paper's X̃ is the
     d x M matrix of columns, so its X̃ X̃^T is our X̃^T X̃). With a = λ/M and Ĥ = X̃^T X̃ / M,

@@ -1,4 +1,6 @@
-"""Restarted mechanisms: B block-diagonal with identical blocks (seed 001 App. G, "×S restarts").
+"""Restarted mechanisms: B block-diagonal with identical blocks ("×S restarts").
+
+Choquette-Choo et al. (2024), Appendix G.
 
 Restarting a mechanism every ``block`` steps makes B (and C) block-diagonal: the noise history
 resets at block boundaries. Columns in different blocks have disjoint row supports, so:

@@ -331,7 +331,8 @@ class ToeplitzStream(NoiseStream):
 
 
 def nu_dpftrl(nu: float) -> ToeplitzMechanism:
-    """nu-DP-FTRL (seed 001, Eq. (7)); nu = 1 is DP-SGD, nu = 0 is optimal continual counting."""
+    """nu-DP-FTRL (Choquette-Choo et al. 2024, Eq. (7)); nu = 1 is DP-SGD, nu = 0 is optimal
+    continual counting."""
     nu = _check_nu(nu)
     anytime = math.inf if nu == 0.0 else 2.0 / math.pi * float(ellipk((1.0 - nu) ** 2))
     return ToeplitzMechanism(
@@ -351,7 +352,8 @@ def optimal_cc() -> ToeplitzMechanism:
 
 
 def mean_estimation_optimal(eta: float) -> ToeplitzMechanism:
-    """beta* of seed 001 Thm 2.1 for mean estimation at learning rate eta (nu-DP-FTRL, nu = eta)."""
+    """beta* of Choquette-Choo et al. (2024) Thm 2.1 for mean estimation at learning rate eta
+    (nu-DP-FTRL, nu = eta)."""
     mech = nu_dpftrl(eta)
     mech.name = f"mean-estimation-optimal(eta={eta:g})"
     return mech

@@ -180,7 +180,8 @@ class TreeStream(NoiseStream):
         """:meth:`next` with the nodes completing at this step drawn at ``scale`` times ``std``.
 
         A node's noise is drawn once, when it completes, so a caller that passes a running
-        maximum of per-step scales (seed 003's ``tau psi_max``) gives every node a scale that
+        maximum of per-step scales (the DP-FTRL-Σ paper's (Private Overparameterized Linear
+        Regression, 2024) ``tau psi_max``) gives every node a scale that
         covers all of its leaves. Earlier nodes keep the scale they were drawn with.
         """
         scale = float(scale)
@@ -309,7 +310,8 @@ def as_step_noise(mechanism: Mechanism) -> Mechanism:
 
 
 class PrefixSumTree:
-    """Streaming noisy prefix sums with a per-node noise scale (seed 003, Algorithm 3).
+    """Streaming noisy prefix sums with a per-node noise scale (Private Overparameterized Linear
+    Regression, 2024, Algorithm 3).
 
     ``add(g, std)`` takes the step's vector and returns the noisy prefix sum sum_{j<=t} g_j plus
     the noises of the popcount(t + 1) complete nodes of the dyadic decomposition of [0, t]

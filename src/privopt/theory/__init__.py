@@ -1,7 +1,9 @@
 """Theorems as computable functions, separate from the algorithms that use them.
 
-Seed 001: asymptotic suboptimality F_inf (mean estimation, linear regression) and the
-convex-program bound of Theorem 3.1 (:mod:`~privopt.theory.convex_bound`). Seed 002: uniform
+Choquette-Choo et al. (2024): asymptotic suboptimality F_inf (mean estimation, linear regression)
+and the
+convex-program bound of Theorem 3.1 (:mod:`~privopt.theory.convex_bound`). Wang et al. (2022):
+uniform
 argument stability of projected SGD on α-Hölder losses (Theorem 7,
 :mod:`~privopt.theory.holder_stability`) and the recommended (T, η) of Theorems 9, 10 and 12
 (:mod:`~privopt.theory.holder_advisor`).
@@ -45,7 +47,8 @@ __all__ = [
     "stability_bound_for_loss",
     "uas_bound",
     "uas_bound_for_loss",
-    # the F_inf theory of seed 001 and its spectral tools: every public name of each module
+    # the F_inf theory of Choquette-Choo et al. (2024) and its spectral tools: every public name of
+    # each module
     *linear_regression.__all__,
     *mean_estimation.__all__,
     *spectral.__all__,

@@ -1,4 +1,5 @@
-"""Theorem 3.1 of seed 001: a convex-program bound on F_inf for smooth, strongly convex problems.
+"""Theorem 3.1 of Choquette-Choo et al. (2024): a convex-program bound on F_inf for smooth, strongly
+convex problems.
 
 Setting (notes/001.md §4.6; paper Section 3 and Appendix E)
 ===========================================================
@@ -241,7 +242,8 @@ def convex_program_bound(
     multiplier_knots: int | None = DEFAULT_KNOTS,
     solver: str | None = None,
 ) -> ConvexBoundResult:
-    """Theorem 3.1 (seed 001): bound F_inf of DP-FTRL on any mu-strongly convex, L-smooth F.
+    """Theorem 3.1 (Choquette-Choo et al. 2024): bound F_inf of DP-FTRL on any mu-strongly convex,
+    L-smooth F.
 
     Solves the discretised second-order cone program of Theorem E.1 (module docstring):
 
@@ -287,7 +289,7 @@ def convex_program_bound(
 
 @dataclass(frozen=True)
 class OptimizedCorrelation:
-    """Result of :func:`optimized_correlation` ("Optimized" DP-FTRL of seed 001, Section 3).
+    """Result of :func:`optimized_correlation` (Choquette-Choo et al. 2024, §3).
 
     Attributes:
         beta: causal, minimum-phase coefficients (beta_0 = 1) realising the final |B|^2.

@@ -1,6 +1,7 @@
-r"""Recommended (T, η) for private SGD on α-Hölder losses (seed 002, Theorems 9, 10 and 12).
+r"""Recommended (T, η) for private SGD on α-Hölder losses (Wang et al. 2022, Theorems 9, 10 and 12).
 
-The utility theorems of seed 002 fix the number of SGD steps T (= gradient evaluations, batch
+The utility theorems of Wang et al. (2022) fix the number of SGD steps T (= gradient evaluations,
+batch
 size 1) and the constant step size η as functions of (α, n, d, ε, δ, γ), where γ is the
 failure probability of the utility statement (notes/002.md §6.2–6.4):
 
@@ -73,7 +74,7 @@ _PERTURBATIONS = ("output", "gradient")
 
 
 def steps_exponent(alpha: float, *, bounded: bool) -> float:
-    r"""The exponent k in ``T ≍ n^k`` of seed 002's utility theorems (notes/002.md §6.6).
+    r"""The exponent k in ``T ≍ n^k`` of Wang et al.'s (2022) utility theorems (notes/002.md §6.6).
 
     * ``bounded=True`` (Theorems 10 and 12, ``W ⊆ B(0, R)``): ``k = (2-α)/(1+α)`` for
       α < 1/2, else 1;
@@ -190,7 +191,7 @@ def theorem12_step_size(
 
 @dataclass(frozen=True)
 class Schedule:
-    r"""A recommended (T, η) from one of seed 002's utility theorems (notes/002.md §6).
+    r"""A recommended (T, η) from one of Wang et al.'s (2022) utility theorems (notes/002.md §6).
 
     Attributes:
         steps: T, the number of SGD steps to run (= gradient evaluations, batch size 1); at
@@ -283,7 +284,7 @@ def recommended_schedule(
     steps_scale: float = 1.0,
     eta_scale: float = 1.0,
 ) -> Schedule:
-    r"""Recommended (T, η) for α-Hölder private SGD from seed 002's utility theorems.
+    r"""Recommended (T, η) for α-Hölder private SGD from Wang et al.'s (2022) utility theorems.
 
     * ``perturbation="output"``, ``bounded=False``: Theorem 9 (Algorithm 1 on R^d);
     * ``perturbation="output"``, ``bounded=True``: Theorem 10 (Algorithm 1 on a ball);

@@ -1,4 +1,6 @@
-r"""Uniform argument stability of projected SGD for α-Hölder smooth losses (seed 002, Thm 7).
+r"""Uniform argument stability of projected SGD for α-Hölder smooth losses.
+
+Wang et al. (2022), Theorem 7.
 
 Projected SGD (notes/002.md §2): ``w_1 = 0``, ``i_t ~ Unif([n])`` i.i.d. (with replacement,
 batch size 1), ``w_{t+1} = Proj_W(w_t - η ∂ℓ(w_t; z_{i_t}))`` with a constant step η, output

@@ -1,6 +1,7 @@
 """Exact stationary error F_inf of Noisy-FTRL for linear regression with Gaussian inputs.
 
-Seed 001, Section 2.2, in the exact form of notes/001.md §4.4 (derived from the paper's
+Choquette-Choo et al. (2024), Section 2.2, in the exact form of notes/001.md §4.4 (derived from the
+paper's
 covariance recursion, Lemma D.12; verified there by simulation). With x ~ N(0, H), eigenvalues
 lambda_j of H, r_j = 1 - eta lambda_j, t_j = <beta, T_{r_j} beta> and
 sigma^2 = G^2 gamma_inf^2 / (2 rho):
@@ -61,7 +62,8 @@ def _check_eigenvalues(eigenvalues) -> np.ndarray:
 
 
 def effective_dimension(eigenvalues: np.ndarray) -> float:
-    """d_eff = Tr[H] / ||H||_2, the stable rank of H^{1/2} (seed 001 §2.2, notes/001.md §1)."""
+    """d_eff = Tr[H] / ||H||_2, the stable rank of H^{1/2} (Choquette-Choo et al. (2024) §2.2,
+    notes/001.md §1)."""
     lam = _check_eigenvalues(eigenvalues)
     return float(lam.sum() / lam.max())
 

@@ -1,6 +1,7 @@
 """Monte-Carlo estimate of the stationary error of Noisy-FTRL for linear regression.
 
-The process of seed 001 Eq. (23), written for the error delta = theta - theta* in the eigenbasis
+The process of Choquette-Choo et al. (2024) Eq. (23), written for the error delta = theta - theta*
+in the eigenbasis
 of H (x ~ N(0, diag(lambda)), batch size 1, no clipping):
 
     delta_{t+1} = delta_t - eta x_t (x_t^T delta_t - xi_t) - eta sigma z_t,
