@@ -4,7 +4,7 @@ VENV   ?= .venv
 BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed
 
-.PHONY: demo test test-all bench bench-regression bench-torch bench-dask lint typecheck format install clean
+.PHONY: demo test test-all docs bench bench-regression bench-torch bench-dask lint typecheck format install clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,10 @@ bench-torch: $(STAMP) $(OPACUS_VENV)/.installed
 bench-dask: $(STAMP)
 	$(BIN)/python benchmarks/dask_bench.py --rows $(or $(ROWS),5000000) \
 		--out benchmarks/dask_results.json
+
+# The documentation site (mkdocs.yml, docs/): warnings are errors, every internal link resolves.
+docs: $(STAMP)
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(STAMP)
 	$(BIN)/ruff check src tests benchmarks examples

@@ -1,0 +1,155 @@
+"""Every ```python block of the documentation site and of the README runs on its own.
+
+Each block runs in a fresh interpreter, in an empty temporary directory, importing privopt from
+a temporary copy of ``src/privopt`` with nothing beside it: a block that needs a name from another
+block, a file of the repository or a path outside it (``../shared``) fails here. Blocks that are
+not meant to run are fenced as ```text, ```console or ```bash. A block taking more than about
+10 s of CPU is marked slow: in the docs by the line ``<!-- docs-test: slow -->`` just above the
+fence, in the README (owned elsewhere, so not annotated) by its content (``README_SLOW``).
+
+The site itself (``make docs``: ``mkdocs build --strict``) is built in CI; the checks here are the
+runnable examples and what the pages must never say.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+DOCS = ROOT / "docs"
+SLOW_MARK = "<!-- docs-test: slow -->"
+FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
+#: README blocks slower than ~10 s of CPU, recognised by a line they contain.
+README_SLOW = ("from privopt.torch import", "load_adult()", "PrivateGridSearchCV(")
+#: Languages a fence may declare; anything else (or none) is a block nobody decided about.
+LANGUAGES = {"python", "console", "text", "bash", "yaml", "toml", "json"}
+BLOCK_TIMEOUT_S = 900
+
+
+def _pages() -> list[Path]:
+    pages = sorted(DOCS.rglob("*.md"))
+    readme = ROOT / "README.md"
+    return [*pages, readme] if readme.exists() else pages
+
+
+def _fences(path: Path):
+    """(first line number, language, code, marked slow) of every fenced block of ``path``."""
+    lines = path.read_text(encoding="utf-8").splitlines()
+    i = 0
+    while i < len(lines):
+        match = FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        indent, ticks = match["indent"], match["ticks"]
+        language = match["info"].strip().split(" ")[0].lstrip("{.").rstrip("}")
+        previous = next((line.strip() for line in reversed(lines[:i]) if line.strip()), "")
+        body = []
+        j = i + 1
+        while j < len(lines) and lines[j].strip() != ticks:
+            line = lines[j]
+            body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
+            j += 1
+        yield i + 1, language, "\n".join(body) + "\n", previous == SLOW_MARK
+        i = j + 1
+
+
+def _blocks():
+    params = []
+    for path in _pages():
+        name = path.relative_to(ROOT).as_posix()
+        for line, language, code, marked in _fences(path):
+            if language != "python":
+                continue
+            slow = marked or (name == "README.md" and any(s in code for s in README_SLOW))
+            marks = [pytest.mark.slow] if slow else []
+            params.append(pytest.param(code, id=f"{name}:{line}", marks=marks))
+    return params
+
+
+@pytest.fixture(scope="session")
+def isolated_package(tmp_path_factory) -> Path:
+    """A copy of src/privopt in a folder with nothing beside it (no ../shared, no repository)."""
+    site = tmp_path_factory.mktemp("isolated") / "site"
+    shutil.copytree(
+        ROOT / "src" / "privopt",
+        site / "privopt",
+        ignore=shutil.ignore_patterns("__pycache__", "*.pyc"),
+    )
+    return site
+
+
+def _run(code: str, cwd: Path, site: Path) -> subprocess.CompletedProcess:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    env.update(PYTHONPATH=str(site), MPLBACKEND="Agg", PYTHONHASHSEED="0")
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=BLOCK_TIMEOUT_S,
+    )
+
+
+def test_blocks_import_the_isolated_copy(isolated_package, tmp_path):
+    done = _run("import privopt; print(privopt.__file__)", tmp_path, isolated_package)
+    assert done.returncode == 0, done.stderr
+    assert Path(done.stdout.strip()).is_relative_to(isolated_package)
+
+
+@pytest.mark.parametrize("code", _blocks())
+def test_python_block_runs_on_its_own(code, isolated_package, tmp_path):
+    done = _run(code, tmp_path, isolated_package)
+    assert done.returncode == 0, (
+        f"the block failed (exit {done.returncode}):\n{code}\n--- stderr ---\n{done.stderr[-4000:]}"
+    )
+
+
+def test_every_fence_names_its_language():
+    unnamed = [
+        f"{path.relative_to(ROOT)}:{line} ({language or 'no language'})"
+        for path in sorted(DOCS.rglob("*.md"))
+        for line, language, _, _ in _fences(path)
+        if language not in LANGUAGES
+    ]
+    assert not unnamed, (
+        "fence these as python (runs), console or text (does not run): " + ", ".join(unnamed)
+    )
+
+
+def test_docs_have_python_blocks_to_run():
+    assert len([p for p in _blocks() if "README.md" not in p.id]) >= 10
+
+
+def test_slow_marker_sits_on_a_python_block():
+    for path in sorted(DOCS.rglob("*.md")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        for number, line in enumerate(lines):
+            if line.strip() == SLOW_MARK:
+                following = next((x for x in lines[number + 1 :] if x.strip()), "")
+                assert following.strip() == "```python", f"{path.relative_to(ROOT)}:{number + 1}"
+
+
+@pytest.mark.parametrize(
+    "forbidden",
+    [re.compile(r"seed 00\d", re.IGNORECASE), re.compile(r"notes/"), re.compile(r"\.\./shared")],
+    ids=["seed-numbers", "notes-files", "shared-folder"],
+)
+def test_docs_name_papers_not_internal_files(forbidden):
+    """The pages cite papers by author, year and title, never the project's internal files."""
+    texts = [*sorted(DOCS.rglob("*.md")), ROOT / "mkdocs.yml"]
+    hits = [
+        f"{path.relative_to(ROOT)}:{number}"
+        for path in texts
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1)
+        if forbidden.search(line)
+    ]
+    assert not hits, f"{forbidden.pattern!r} found at " + ", ".join(hits)
