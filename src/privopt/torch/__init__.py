@@ -8,9 +8,13 @@
   refused with a :class:`LayoutError` naming it);
 * :func:`check_model`: the type checks, and with a sample a probe of the examples' independence
   and of the clipped sum against a per-example loop (:class:`ModelCheck`);
-* :class:`PrivateTrainer`: training driven by a :class:`privopt.training.TrainingPlan` (one
-  calibration, the plan's event in the ledger, the plan's batch order, the mechanism's noise on
-  the device, exact checkpoints, progress with the epsilon spent);
+* :func:`make_private`: private training in the user's own loop (``run.model``,
+  ``run.optimizer``, ``run.loader``; exact per-example clipping of the loop's loss, mixed
+  precision with GradScaler, gradient accumulation, checkpoints; :class:`PrivateRun`);
+* :class:`PrivateTrainer`: the same run in a loop privopt owns, driven by a
+  :class:`privopt.training.TrainingPlan` (one calibration, the plan's event in the ledger,
+  the plan's batch order, the mechanism's noise on the device, exact checkpoints, progress
+  with the epsilon spent);
 * :func:`build_plan`: the plan of a run by mechanism name (``"blt"``, ``"nu-dpftrl"``,
   ``"optimal-cc"``, ``"tree"``, ``"banded"``, ``"dpsgd"``).
 
@@ -27,6 +31,7 @@ from privopt.torch.clipping import (
 )
 from privopt.torch.data import as_records
 from privopt.torch.mechanisms import MECHANISMS, build_plan
+from privopt.torch.private_run import PrivateRun, make_private
 from privopt.torch.trainer import PrivateTrainer, TrainerStep
 
 __all__ = [
@@ -34,10 +39,12 @@ __all__ = [
     "GradientClipper",
     "LayoutError",
     "ModelCheck",
+    "PrivateRun",
     "PrivateTrainer",
     "TrainerStep",
     "as_records",
     "build_plan",
     "check_model",
     "clipped_grad_sum",
+    "make_private",
 ]

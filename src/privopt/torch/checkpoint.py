@@ -15,6 +15,7 @@ secret as the data.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 import os
 import tempfile
@@ -32,7 +33,10 @@ __all__ = [
     "atomic_save",
     "ledger_from_dict",
     "ledger_to_dict",
+    "load_run",
     "plan_signature",
+    "read",
+    "run_state",
 ]
 
 #: v2: the ledger is no longer written (a resume rebuilds it from the plan), the optimizer's
@@ -124,3 +128,122 @@ def atomic_save(state: dict[str, Any], path: str | os.PathLike) -> Path:
         Path(tmp).unlink(missing_ok=True)
         raise
     return path
+
+
+def run_state(run) -> dict[str, Any]:
+    """Everything a resume of a :class:`privopt.torch.PrivateRun` needs (holds the secret keys:
+    keep it secret). The ledger is not part of it: a resume rebuilds it from the plan."""
+    optimizer = run.optimizer.original_optimizer
+    return {
+        "format": FORMAT,
+        "plan": plan_signature(run.plan),
+        "step": run.step_count,
+        "batch_key": run._batch_key,
+        "noise": run._stream.state(),
+        "adaptive": None if run._adaptive is None else run._adaptive.state(),
+        "model": run.model.state_dict(),
+        "optimizer_type": type(optimizer).__name__,
+        "optimizer": optimizer.state_dict(),
+        "lr_scheduler": None if run.lr_scheduler is None else run.lr_scheduler.state_dict(),
+        "torch_rng": torch.get_rng_state(),
+        "cuda_rng": torch.cuda.get_rng_state_all() if torch.cuda.is_available() else [],
+    }
+
+
+def check_state(run, state: Any) -> None:
+    """Refuse, before anything changes, what is not a checkpoint of this run: not ours, a
+    missing field, another plan, a step outside the plan, another optimizer type or groups."""
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ValueError(f"Not a privopt.torch checkpoint (expected {FORMAT!r}).")
+    missing = [k for k in CHECKPOINT_FIELDS if k not in state]
+    if missing:
+        raise ValueError(f"The checkpoint misses {missing}; it is truncated or not ours.")
+    mine = plan_signature(run.plan)
+    if state["plan"] != mine:
+        theirs = state["plan"] if isinstance(state["plan"], dict) else {}
+        diff = sorted(k for k in mine if theirs.get(k) != mine[k])
+        raise ValueError(f"The checkpoint was written under another plan (differs in {diff}).")
+    step = state["step"]
+    if isinstance(step, bool) or not isinstance(step, int) or not 0 <= step <= run.steps:
+        raise ValueError(
+            f"The checkpoint's step {step!r} is not within this plan's 0..{run.steps} steps."
+        )
+    optimizer = run.optimizer.original_optimizer
+    if state["optimizer_type"] != type(optimizer).__name__:
+        raise ValueError(
+            f"The checkpoint was written with a {state['optimizer_type']} optimizer, this "
+            f"{run.kind} has a {type(optimizer).__name__}; build the same optimizer."
+        )
+    groups = (
+        state["optimizer"].get("param_groups") if isinstance(state["optimizer"], dict) else None
+    )
+    mine_groups = optimizer.state_dict()["param_groups"]
+    if (
+        not isinstance(groups, list)
+        or [len(g.get("params", ())) for g in groups] != [len(g["params"]) for g in mine_groups]
+        or [sorted(g) for g in groups] != [sorted(g) for g in mine_groups]
+    ):
+        raise ValueError(
+            "The checkpoint's optimizer has other parameter groups or settings than this "
+            f"{run.kind}'s; build the optimizer as in the run that wrote it."
+        )
+
+
+def load_run(run, state: Any) -> None:
+    """Resume ``run`` from :func:`run_state`: the same plan, optimizer type and parameter
+    groups, a step within the plan.
+
+    Nothing the file says about privacy is trusted: the ledger stays the one the run recorded
+    from its plan before reading any record (the whole run's event), so a tampered or emptied
+    ledger cannot lower the report; the position only says where the batch order and the
+    noise stream continue (no released step is re-drawn with fresh noise). Either everything
+    loads or nothing changes: on any failure the model, optimizer, scheduler and run are as
+    before, and the error is one line (:class:`ValueError`).
+    """
+    check_state(run, state)
+    optimizer, scheduler = run.optimizer.original_optimizer, run.lr_scheduler
+    saved = (
+        copy.deepcopy(run.model.state_dict()),
+        copy.deepcopy(optimizer.state_dict()),
+        None if scheduler is None else copy.deepcopy(scheduler.state_dict()),
+        dict(run.__dict__),
+        torch.get_rng_state(),
+    )
+    try:
+        run.model.load_state_dict(state["model"])
+        optimizer.load_state_dict(state["optimizer"])
+        if scheduler is not None and state["lr_scheduler"] is not None:
+            scheduler.load_state_dict(state["lr_scheduler"])
+        run._start(int(state["batch_key"]), int(state["noise"]["key"]), int(state["step"]))
+        run._stream.restore(state["noise"])
+        if run._adaptive is not None:
+            run._adaptive.restore(state["adaptive"])
+        torch.set_rng_state(state["torch_rng"].cpu())
+        if state["cuda_rng"] and torch.cuda.is_available():
+            torch.cuda.set_rng_state_all([s.cpu() for s in state["cuda_rng"]])
+        run._checked = False  # the model is checked again before the next private step
+    except Exception as error:
+        run.model.load_state_dict(saved[0])
+        optimizer.load_state_dict(saved[1])
+        if scheduler is not None:
+            scheduler.load_state_dict(saved[2])
+        run.__dict__.clear()
+        run.__dict__.update(saved[3])
+        torch.set_rng_state(saved[4])
+        detail = str(error).splitlines()[0] if str(error) else type(error).__name__
+        raise ValueError(
+            f"The checkpoint could not be restored ({detail}); nothing was changed."
+        ) from None
+
+
+def read(path: str | os.PathLike, device: Any) -> Any:
+    """``torch.load(path, weights_only=True)``; a missing file or one that is not a checkpoint
+    is one line."""
+    try:
+        return torch.load(path, map_location=device, weights_only=True)
+    except FileNotFoundError:
+        raise ValueError(f"No checkpoint at {str(path)!r}.") from None
+    except Exception as error:  # unpickling errors of any kind: not a checkpoint
+        raise ValueError(
+            f"{str(path)!r} is not a privopt.torch checkpoint ({type(error).__name__})."
+        ) from None
