@@ -69,6 +69,7 @@ REPRODUCTIONS: dict[str, tuple[str, str, tuple[str, ...]]] = {
     "cifar-style": ("privopt.experiments.cifar_style", "reproduce_cifar_style", ()),
     "overparam": ("privopt.experiments.overparam", "reproduce_overparam", ()),
     "single-epoch": ("privopt.experiments.single_epoch", "reproduce_single_epoch", ()),
+    "federated": ("privopt.experiments.federated", "reproduce_federated", ()),
 }
 
 

@@ -1,0 +1,47 @@
+"""``privopt reproduce federated``: the payload's shape and claims on a reduced quick run."""
+
+import json
+
+import pytest
+
+pytest.importorskip("torch")
+
+from privopt.experiments.federated import reproduce_federated
+from privopt.experiments.federated_data import synthetic_corpus
+
+
+def test_the_corpus_has_heterogeneous_users_and_fresh_test_users():
+    corpus = synthetic_corpus(300, seed=0)
+    counts = {u: (corpus.users == u).sum() for u in set(corpus.users.tolist())}
+    assert len(counts) == 300 and min(counts.values()) >= 4 and max(counts.values()) <= 128
+    assert max(counts.values()) >= 5 * min(counts.values())  # users write different amounts
+    assert corpus.contexts.shape[1] == 2 and corpus.targets.max() < corpus.vocab
+    other = synthetic_corpus(300, seed=0, user_seed=1)
+    assert (
+        len(other.test_targets) != len(corpus.test_targets)
+        or (other.test_targets != corpus.test_targets).any()
+    )
+
+
+def test_a_reduced_quick_run_writes_flat_results_with_user_level_claims(tmp_path):
+    payload = reproduce_federated(
+        tmp_path, quick=True, methods=("dp-fedavg", "banded"), epsilons=(8.0,)
+    )
+    saved = json.loads((tmp_path / "federated.json").read_text())
+    assert (tmp_path / "federated.png").stat().st_size > 10_000
+    assert set(saved["results"]) == {"dp-fedavg@eps=8", "banded@eps=8"}
+    for run in saved["results"].values():
+        assert run["epsilon"] <= run["target_epsilon"] == 8.0
+        assert run["privacy_unit"] == "user" and run["neighbouring"] == "user-level zero-out"
+        assert 0.05 < run["test_accuracy"] < saved["non_private"]["test_accuracy"] + 0.05
+    assert saved["results"]["dp-fedavg@eps=8"]["choices"]["sampling"] == "poisson"
+    assert saved["results"]["banded@eps=8"]["choices"]["sampling"] == "fixed"
+    assert saved["comparison"]["eps=8"]["best_correlated"] == "banded"
+    assert payload["png"] == str(tmp_path / "federated.png")
+
+
+def test_unknown_methods_and_epsilons_are_refused(tmp_path):
+    with pytest.raises(ValueError, match="Expected methods"):
+        reproduce_federated(tmp_path, quick=True, methods=("fedprox",))
+    with pytest.raises(ValueError, match="epsilons"):
+        reproduce_federated(tmp_path, quick=True, epsilons=(-1.0,))
