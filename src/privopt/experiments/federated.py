@@ -34,6 +34,7 @@ per-user clipping, no noise, as the paper's baseline) sits outside ``results``.
 
 from __future__ import annotations
 
+import functools
 import json
 import time
 import warnings
@@ -111,11 +112,12 @@ def train_run(
 
     mechanism = METHODS["nu-dpftrl" if epsilon is None else method]
     accountant = dpsgd_accountant if mechanism == "dpsgd" else "auto"
+    tuned, choices = _tuned(mechanism, data.num_users, size["cohort"], size["epochs"])
     model = next_token_model(size["vocab"], seed=seed)
     with warnings.catch_warnings(record=True) as caught:  # the restarted tree's bound, stated
         warnings.simplefilter("always", SensitivityUpperBoundWarning)
-        plan, choices = federated_plan(mechanism, data.num_users, cohort_size=size["cohort"],
-                                       epochs=size["epochs"], clip_norm=1.0)  # fmt: skip
+        plan, _ = federated_plan(tuned or mechanism, data.num_users, cohort_size=size["cohort"],
+                                 epochs=size["epochs"], clip_norm=1.0)  # fmt: skip
         if epsilon is not None:
             plan = plan.calibrate(epsilon, DELTA, accountant=accountant)
         result = train_federated(
@@ -124,11 +126,27 @@ def train_run(
             server_lr=cooldown_schedule(server_lr, plan.steps), server_momentum=MOMENTUM,
             accountant=accountant,
         )  # fmt: skip
+    choices = {**choices, "sampling": "poisson" if tuned is None else "fixed"}
     choices["sensitivity_upper_bound"] = any(
         issubclass(w.category, SensitivityUpperBoundWarning) for w in caught
     )
     result.info["choices"] = choices
     return model, result
+
+
+@functools.lru_cache(maxsize=16)
+def _tuned(mechanism: str, users: int, cohort: int, epochs: int):
+    """The registry's mechanism for fixed cohorts (tuned once per size: BLT's optimisation
+    takes seconds) and its public choices; (None, {...}) for DP-FedAvg's Poisson sampling."""
+    from privopt.noise.registry import tuned_mechanism
+    from privopt.training import FixedBatches
+
+    if mechanism == "dpsgd":
+        return None, {"mechanism": "dpsgd"}
+    batches = FixedBatches(cohort, epochs)
+    mech, choices = tuned_mechanism(mechanism, batches.steps(users), batches.participation(users))
+    choices.pop("restart_objective", None)
+    return mech, {"mechanism": mechanism, **choices}
 
 
 def _select(method, epsilon, data, validation, *, size, accountant) -> tuple[float, dict]:
