@@ -109,3 +109,17 @@ def test_the_noise_of_every_correlated_mechanism_has_its_law(mechanism):
     b = plan.mechanism.decoder_matrix(plan.steps)
     error, count = _covariance_error(samples, (plan.noise_std / plan.divisor) ** 2 * b @ b.T)
     assert error < 4.0 / np.sqrt(count)
+
+
+def test_the_report_states_where_the_randomness_came_from():
+    from privopt.noise import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION
+
+    x, y, ids = toy_data()
+    data = UserData.from_records(x, y, ids)
+    plan, _ = federated_plan("nu-dpftrl", data.num_users, cohort_size=6, epochs=1, clip_norm=1)
+    plan = plan.calibrate(4.0, 1e-3)
+    secure = train_federated(mlp(), ce, data, plan, delta=1e-3, secure=True).report
+    seeded = train_federated(mlp(), ce, data, plan, delta=1e-3, seed=3).report
+    assert SECURE_ASSUMPTION in secure.assumptions
+    assert SECRET_SEED_ASSUMPTION not in secure.assumptions
+    assert SECRET_SEED_ASSUMPTION in seeded.assumptions
