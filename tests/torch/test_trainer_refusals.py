@@ -68,3 +68,67 @@ def test_numpy_arrays_are_accepted():
     trainer = _trainer(data=(x, y), mechanism="optimal-cc")
     trainer.step()
     assert trainer.step_count == 1
+
+
+def _refused_before_recording(message, **overrides):
+    """Refused in one line, and nothing recorded in the ledger handed in."""
+    from privopt.accounting import PrivacyLedger
+
+    ledger = PrivacyLedger("zero-out")
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match=message) as info:
+        _trainer(ledger=ledger, **overrides)
+    assert "\n" not in str(info.value)
+    assert ledger.events == () and time.perf_counter() - start < 10
+    return str(info.value)
+
+
+def test_integer_inputs_to_a_float_model_are_named_with_the_fix():
+    _, _, (x, y) = _setup()
+    text = _refused_before_recording("model fails on inputs of dtype torch.int64", data=(
+        (x * 10).long(), y))  # fmt: skip
+    assert "torch.as_tensor(x, dtype=torch.float32)" in text
+    embedding = nn.Sequential(nn.Embedding(10, 3), nn.Flatten(), nn.Linear(12, 2))
+    trainer = _trainer(
+        model=embedding,
+        optimizer=torch.optim.SGD(embedding.parameters(), lr=0.1),
+        data=((x.abs() * 3).long().clamp(max=9), y),
+        mechanism="optimal-cc",
+    )
+    trainer.step()  # integer indices for an Embedding are what it takes
+    assert trainer.step_count == 1
+
+
+def test_a_float64_model_with_float32_data_is_named_with_the_fix():
+    model = nn.Linear(4, 2).double()
+    text = _refused_before_recording(
+        "inputs are torch.float32 but the model's parameters are torch.float64",
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+    )
+    assert "x.to(torch.float64)" in text and "model.to(torch.float32)" in text
+
+
+def test_autocast_names_are_accepted_and_others_refused():
+    assert _trainer(autocast="bf16", mechanism="optimal-cc").autocast == torch.bfloat16
+    assert _trainer(autocast="fp16", mechanism="optimal-cc").autocast == torch.float16
+    _refused_before_recording("Expected autocast to be None", autocast="int8")
+    model = nn.Linear(4, 2).double()
+    _, _, (x, y) = _setup()
+    _refused_before_recording(
+        "autocast=torch.bfloat16 with a float64 model",
+        model=model,
+        optimizer=torch.optim.SGD(model.parameters(), lr=0.1),
+        data=(x.double(), y),
+        autocast=torch.bfloat16,
+    )
+
+
+def test_an_iterable_dataset_is_refused():
+    _, _, (x, y) = _setup()
+
+    class Stream(torch.utils.data.IterableDataset):
+        def __iter__(self):
+            return iter(zip(x, y, strict=True))
+
+    _refused_before_recording("needs len\\(data\\) and data\\[i\\]", data=Stream())
