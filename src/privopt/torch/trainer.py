@@ -10,8 +10,7 @@ The trainer is a loop over :func:`privopt.torch.make_private` (one implementatio
 seed gives the same model bit for bit as the user's own loop with ``loss_reduction="sum"``):
 per step it takes the run's next batch, runs ``loss_fn(model(x), y).sum()`` and its backward
 (under ``autocast``), and calls ``run.optimizer.step()``. One object owns the whole private
-computation, built from one
-:class:`~privopt.training.TrainingPlan` (batches, clip norm G, mechanism B, noise multiplier
+computation, built from one :class:`~privopt.training.TrainingPlan` (batches, clip norm G, mechanism B, noise multiplier
 sigma, neighbouring relation), so the accountant can never disagree with what ran:
 
 * **calibration**, once, up front: ``plan.calibrate(epsilon, delta)`` (the core's; verified,
@@ -29,8 +28,9 @@ sigma, neighbouring relation), so the accountant can never disagree with what ra
   and the epsilon spent so far (the first t steps are a post-processing of the leading t x t
   block of the mechanism, so they cost the epsilon of that truncated plan);
 * **checkpoints**: :meth:`save` / :meth:`load` hold the model, optimizer, scheduler, noise
-  state, batch position, RNG state and ledger; a resumed run is bit-for-bit the uninterrupted
-  one on the same device and software.
+  state, batch position and RNG state, never the ledger (a resume keeps the one recorded from
+  the plan; :func:`privopt.torch.checkpoint.load_run`); a resumed run is bit-for-bit the
+  uninterrupted one on the same device and software.
 
 **Before the first private step** the trainer runs :func:`privopt.torch.check_model` on the
 first non-empty batch (independence of the examples' losses, and the clipped sum against a
