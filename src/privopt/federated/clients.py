@@ -46,14 +46,21 @@ def clip_user_deltas(deltas: Any, clip_norm: float, *, zero_linf_above: float | 
     if zero_linf_above is not None:
         bad |= deltas.abs().amax(dim=1) > zero_linf_above
     deltas = torch.where(bad[:, None], torch.zeros((), dtype=deltas.dtype), deltas)
-    norms = torch.linalg.vector_norm(deltas, dim=1).numpy()
+
+    def norms_of(rows):  # on the host: the factors are nudged in numpy
+        return torch.linalg.vector_norm(rows, dim=1).cpu().numpy()
+
+    def scaled(factors):
+        return deltas * torch.from_numpy(factors).to(deltas.device)[:, None]
+
+    norms = norms_of(deltas)
     factors = np.where(norms > clip_norm, clip_norm / np.where(norms > 0, norms, 1.0), 1.0)
-    clipped = deltas * torch.from_numpy(factors)[:, None]
-    over = torch.linalg.vector_norm(clipped, dim=1).numpy() > clip_norm
+    clipped = scaled(factors)
+    over = norms_of(clipped) > clip_norm
     while over.any():  # rounding pushed a clipped norm above G: step the factor down
         factors[over] = np.nextafter(factors[over], 0.0)
-        clipped = deltas * torch.from_numpy(factors)[:, None]
-        over = torch.linalg.vector_norm(clipped, dim=1).numpy() > clip_norm
+        clipped = scaled(factors)
+        over = norms_of(clipped) > clip_norm
     return clipped, int(bad.sum())
 
 
@@ -78,6 +85,7 @@ def _batched(model, names, params, data: UserData, rows, weights, loss_fn, lr, s
     from torch.func import functional_call, vmap
 
     users, _, width = rows.shape
+    device = params[0].device
     current = [p.detach().unsqueeze(0).expand(users, *p.shape).clone() for p in params]
 
     def forward(own, x):
@@ -86,12 +94,13 @@ def _batched(model, names, params, data: UserData, rows, weights, loss_fn, lr, s
     for j in range(steps):
         current = [c.requires_grad_() for c in current]
         index = torch.from_numpy(rows[:, j].reshape(-1))
-        x = data.inputs[index].reshape(users, width, *data.inputs.shape[1:])
+        x = data.inputs[index].reshape(users, width, *data.inputs.shape[1:]).to(device)
         out = vmap(forward)(tuple(current), x)
+        targets = data.targets[index].to(device)
         losses = _per_example(
-            loss_fn, out.reshape(users * width, *out.shape[2:]), data.targets[index], users * width
+            loss_fn, out.reshape(users * width, *out.shape[2:]), targets, users * width
         )
-        a = torch.from_numpy(weights[:, j].reshape(-1)).to(losses.dtype)
+        a = torch.from_numpy(weights[:, j].reshape(-1)).to(device, losses.dtype)
         grads = torch.autograd.grad((losses * a).sum(), current)
         current = [(c - lr * g).detach() for c, g in zip(current, grads, strict=True)]
     return _flat([c - p.detach().unsqueeze(0) for c, p in zip(current, params, strict=True)])
@@ -102,7 +111,7 @@ def _looped(model, names, params, data: UserData, rows, weights, loss_fn, lr, st
     torch = _torch()
     from torch.func import functional_call
 
-    out = []
+    out, device = [], params[0].device
     for u in range(rows.shape[0]):
         keep = weights[u, 0] > 0  # the same b_u positions in every local step
         current = [p.detach().clone() for p in params]
@@ -110,10 +119,10 @@ def _looped(model, names, params, data: UserData, rows, weights, loss_fn, lr, st
             current = [c.requires_grad_() for c in current]
             index = torch.from_numpy(rows[u, j][keep])
             pred = functional_call(
-                model, dict(zip(names, current, strict=True)), (data.inputs[index],)
+                model, dict(zip(names, current, strict=True)), (data.inputs[index].to(device),)
             )
-            losses = _per_example(loss_fn, pred, data.targets[index], len(index))
-            a = torch.from_numpy(weights[u, j][keep]).to(losses.dtype)
+            losses = _per_example(loss_fn, pred, data.targets[index].to(device), len(index))
+            a = torch.from_numpy(weights[u, j][keep]).to(device, losses.dtype)
             grads = torch.autograd.grad((losses * a).sum(), current)
             current = [(c - lr * g).detach() for c, g in zip(current, grads, strict=True)]
         out.append(
@@ -140,7 +149,7 @@ def client_deltas(
     names, params = [n for n, _ in named], [p for _, p in named]
     if len(cohort) == 0:
         dim = sum(p.numel() for p in params)
-        return torch.zeros(0, dim, dtype=params[0].dtype), batching
+        return torch.zeros(0, dim, dtype=params[0].dtype, device=params[0].device), batching
     rows, weights = data.local_batches(cohort, local_steps, local_batch_size)
     args = (model, names, params, data, rows, weights, loss_fn, client_lr, local_steps)
     if batching == "loop":

@@ -48,6 +48,12 @@ from privopt.training import TrainingPlan
 __all__ = ["FederatedResult", "train_federated"]
 
 
+def _torch():
+    import torch
+
+    return torch
+
+
 @dataclass
 class FederatedResult:
     """A federated run: the trained model, the privacy claim and what was chosen publicly.
@@ -79,7 +85,7 @@ class FederatedResult:
 
 
 def _check_model(model) -> list:
-    torch = __import__("torch")
+    torch = _torch()
     if not isinstance(model, torch.nn.Module):
         raise ValueError(f"Expected a torch.nn.Module, got {type(model).__name__}.")
     params = [p for p in model.parameters() if p.requires_grad]
@@ -104,7 +110,7 @@ def _server_lr(server_lr) -> Callable[[int], float]:
 
 def _apply(params, flat, scale) -> None:
     """``p += scale * flat`` per parameter, or ``p.grad = flat`` when ``scale`` is None."""
-    torch = __import__("torch")
+    torch = _torch()
     start = 0
     with torch.no_grad():
         for p in params:
@@ -162,7 +168,7 @@ def train_federated(
             PLD for Poisson).
         seed, secure: exactly one: a secret integer seed, or ``secure=True``.
     """
-    torch = __import__("torch")
+    torch = _torch()
     params = _check_model(model)
     if not isinstance(data, UserData):
         raise ValueError(f"Expected a UserData (UserData.from_records), got {type(data).__name__}.")
@@ -220,10 +226,11 @@ def train_federated(
 
         high, low = (int(x) for x in rng.integers(0, 2**64, size=2, dtype=np.uint64))
         stream = torch_noise_stream(plan.mechanism, dim, plan.noise_std, key=(high << 64) | low,
-                                    dtype=torch.float64, steps=plan.steps)  # fmt: skip
+                                    device=params[0].device, dtype=torch.float64,
+                                    steps=plan.steps)  # fmt: skip
         ledger.assume(TORCH_NOISE_ASSUMPTION)
     optimizer = None if server_optimizer is None else server_optimizer(params)
-    velocity = torch.zeros(dim, dtype=torch.float64)
+    velocity = torch.zeros(dim, dtype=torch.float64, device=params[0].device)
     batching = client_batching
     for t, cohort in enumerate(schedule):
         deltas, batching = client_deltas(model, data, np.asarray(cohort), loss_fn=loss_fn,
