@@ -11,7 +11,7 @@ event of the same plan over users, and it is calibrated once, by the core's cali
 mechanism        cohorts (:mod:`privopt.training.batching`)  noise and accounting
 ===============  ==========================================  =====================================
 ``dpsgd``        Poisson over users, rate q = b / N,         independent (DP-FedAvg, McMahan et
-                 ceil(E / q) rounds                          al. 2018); amplified (PLD / RDP)
+                 ceil(E / q) rounds                          al. 2018, ICLR); amplified (PLD/RDP)
 ``blt``,         fixed cohorts of b users from a secret      the registry's mechanism tuned to the
 ``banded``,      permutation, cycled in the same order      pattern (k = E participations,
 ``nu-dpftrl``,   every pass (E passes over the users)        min-separation N // b); one Gaussian
@@ -24,7 +24,10 @@ choices depend on (N, b, E) only, which are public, so they cost no privacy. Thi
 protocol of Choquette-Choo et al. (2024), "Correlated Noise Provably Beats Independent Noise
 for Differentially Private Learning" (ICLR 2024, arXiv:2310.06771), Section 4 and Appendix G.2:
 DP-FTRL on client updates ("generalized gradients", Reddi et al. 2020), user updates clipped
-to l2 norm 1, server momentum, correlated noise with multiple participations.
+to l2 norm 1, server momentum, correlated noise with multiple participations. DP-FedAvg is
+McMahan, Ramage, Talwar and Zhang (2018), "Learning Differentially Private Recurrent Language
+Models" (ICLR 2018); zero-out neighbours are Kairouz et al. (2021), "Practical and Private
+(Deep) Learning without Sampling or Shuffling" (ICML 2021), with the user as the unit.
 """
 
 from __future__ import annotations
