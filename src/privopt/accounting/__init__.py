@@ -37,6 +37,8 @@ from privopt.accounting.ledger import LedgerEntry, PrivacyLedger
 from privopt.accounting.report import EventSummary, PrivacyReport
 from privopt.accounting.shuffling import (
     ShuffleGuarantee,
+    calibrate_shuffled_gaussian,
+    max_shuffled_gaussian_epsilon,
     shuffle_amplified_epsilon,
     shuffle_max_local_epsilon,
     shuffled_gaussian_guarantee,
@@ -70,6 +72,7 @@ __all__ = [
     "ZCDPAccountant",
     "calibrate_dpsgd_noise",
     "calibrate_gaussian_sigma",
+    "calibrate_shuffled_gaussian",
     "classical_gaussian_sigma",
     "compose_gdp",
     "compose_rho",
@@ -82,6 +85,7 @@ __all__ = [
     "gdp_epsilon",
     "gdp_mu",
     "get_accountant",
+    "max_shuffled_gaussian_epsilon",
     "shuffle_amplified_epsilon",
     "shuffle_max_local_epsilon",
     "shuffled_gaussian_guarantee",

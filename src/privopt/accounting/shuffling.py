@@ -25,6 +25,7 @@ and secret; releasing the order voids the guarantee.
 
 from __future__ import annotations
 
+import functools
 import math
 from dataclasses import dataclass
 
@@ -32,10 +33,13 @@ import numpy as np
 from scipy.optimize import minimize_scalar
 
 from privopt._validate import check_count, check_positive, check_probability
+from privopt.accounting._search import feasible_boundary, smallest_feasible_multiplier
 from privopt.accounting.gdp import gdp_epsilon
 
 __all__ = [
     "ShuffleGuarantee",
+    "calibrate_shuffled_gaussian",
+    "max_shuffled_gaussian_epsilon",
     "shuffle_amplified_epsilon",
     "shuffle_max_local_epsilon",
     "shuffled_gaussian_guarantee",
@@ -182,3 +186,62 @@ def shuffled_gaussian_guarantee(
     if refined is not None and refined.epsilon < best.epsilon:
         best = refined
     return best
+
+
+#: noise multipliers above this are treated as "no usable amplification regime"
+_MAX_ALPHA = 1e6
+
+
+def _epsilon_or_inf(alpha: float, n: int, delta: float) -> float:
+    try:
+        return shuffled_gaussian_guarantee(alpha, n, delta).epsilon
+    except ValueError:
+        return math.inf
+
+
+def max_shuffled_gaussian_epsilon(num_records: int, delta: float) -> float:
+    """Largest central epsilon FMT21's closed form can certify for n shuffled Gaussian local
+    randomizers (at the validity edge of the noise multiplier, found by the verified search;
+    0.0 when no multiplier up to 1e6 is valid)."""
+    n = check_count("num_records", num_records)
+    delta = check_probability("delta", delta)
+    # The smallest valid alpha gives the largest certifiable epsilon.
+    hi = 1.0
+    while math.isinf(_epsilon_or_inf(hi, n, delta)):
+        hi *= 2.0
+        if hi > _MAX_ALPHA:
+            return 0.0
+    # the validity edge of alpha (a step from invalid to valid), verified on the valid side
+    alpha = feasible_boundary(
+        lambda a: -1.0 if math.isfinite(_epsilon_or_inf(a, n, delta)) else 1.0,
+        good=hi,
+        bad=hi / 2.0,
+    )
+    return _epsilon_or_inf(alpha, n, delta)
+
+
+@functools.lru_cache(maxsize=256)
+def calibrate_shuffled_gaussian(epsilon: float, num_records: int, delta: float) -> float:
+    """Smallest noise multiplier alpha (std over the replace-one sensitivity of one step; to
+    1e-6 relative, verified) whose n shuffled Gaussian local randomizers are (epsilon, delta)-DP
+    by FMT21 (:func:`shuffled_gaussian_guarantee`).
+
+    The calibration route of :class:`~privopt.accounting.ShuffledGaussianEvent` in
+    :func:`privopt.training.calibrate_noise_multiplier`. Raises ``ValueError`` when epsilon is
+    above what the closed form can certify for n records. A pure function of public inputs that
+    costs seconds (about 80 evaluations of the shuffling bound, each an inner search), so
+    results are memoised.
+    """
+    epsilon = check_positive("epsilon", epsilon)
+    n = check_count("n", num_records)
+    delta = check_probability("delta", delta)
+    ceiling = max_shuffled_gaussian_epsilon(n, delta)
+    if epsilon > ceiling:
+        raise ValueError(
+            f"Amplification by shuffling cannot certify epsilon={epsilon:g} with N={n}, "
+            f"delta={delta:g}: the bound (FMT21) is valid only up to epsilon={ceiling:.4g} here "
+            "(local epsilon0 <= log(N / (16 log(4/delta)))). Use a smaller epsilon or more data."
+        )
+    return smallest_feasible_multiplier(
+        lambda a: _epsilon_or_inf(a, n, delta) - epsilon, limit_exponent=6, rtol=1e-6
+    )

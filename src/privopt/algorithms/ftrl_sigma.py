@@ -75,7 +75,6 @@ from privopt.accounting import (
     ApproxDPEvent,
     Neighbouring,
     PrivacyLedger,
-    calibrate_gaussian_sigma,
 )
 from privopt.algorithms.ftrl_sigma_setup import (
     ResidualLevels,
@@ -108,9 +107,11 @@ from privopt.training.gradients import SigmaNormLinearModel
 __all__ = [
     "FTRLSigmaPass",
     "calibrate_ftrl_sigma_tau",
+    "calibrated_ftrl_sigma_plan",
     "dp_ftrl_sigma",
     "ftrl_sigma_pass",
     "ftrl_sigma_plan",
+    "paper_tau",
     "public_clip_constant",
 ]
 
@@ -134,22 +135,27 @@ def calibrate_ftrl_sigma_tau(
     neighbouring: str = "replace-one",
     calibration: str = "exact",
 ) -> float:
-    """tau making the tree (epsilon, delta)-DP: exact GDP with mu = Delta sqrt(k) / tau.
+    """tau making the tree (epsilon, delta)-DP: exact GDP with mu = Delta sqrt(k) / tau, the
+    multiplier of ``ftrl_sigma_plan(steps, None, None, neighbouring).calibrate(epsilon, delta)``.
 
     ``"paper"``: Theorem 4.1's tau^2 = 4 k (log(1/delta) + epsilon) / epsilon^2 (not private at
-    the target under replace-one; notes/003.md §3.3).
+    the target under replace-one; notes/003.md §3.3), a formula, not a calibration.
     """
     check_positive("epsilon", epsilon)
     check_probability("delta", delta)
-    levels = PrefixSumTree.levels(steps)
     if calibration == "paper":
-        return math.sqrt(4.0 * levels * (math.log(1.0 / delta) + epsilon) / epsilon**2)
+        return paper_tau(epsilon, delta, steps)
     if calibration != "exact":
         raise ValueError(f"Expected calibration in ('exact', 'paper'), got {calibration!r}.")
-    # the tree's unit sensitivity sqrt(k), as the plan's event computes it
-    return calibrate_gaussian_sigma(
-        epsilon, delta, _unit_sensitivity(neighbouring) * TreeAggregation().sensitivity(steps)
-    )
+    _unit_sensitivity(neighbouring)
+    plan = ftrl_sigma_plan(steps, None, None, neighbouring).calibrate(epsilon, delta)
+    return plan.noise_multiplier
+
+
+def paper_tau(epsilon: float, delta: float, steps: int) -> float:
+    """Theorem 4.1's tau = sqrt(4 k (log(1/delta) + epsilon)) / epsilon, k the tree's levels."""
+    levels = PrefixSumTree.levels(steps)
+    return math.sqrt(4.0 * levels * (math.log(1.0 / delta) + epsilon) / epsilon**2)
 
 
 def _unit_sensitivity(neighbouring: str) -> float:
@@ -234,12 +240,17 @@ def _diverged_if_non_finite(function, *args, **kwargs):
 
 
 def ftrl_sigma_plan(
-    n: int, tau: float, threshold: ResidualThreshold, neighbouring: str = "replace-one"
+    n: int,
+    tau: float | None,
+    threshold: ResidualThreshold | None,
+    neighbouring: str = "replace-one",
 ) -> TrainingPlan:
     """Algorithm 1 as a plan of the training core: one shuffled pass of single records, the
     tree mechanism at noise multiplier tau on the unit clip (nodes scaled by psi_max), the
     private threshold's releases. ``event()``: the tree, Mahalanobis sensitivity f sqrt(k)
-    (f = 2 replace-one) against std tau: mu = f sqrt(k) / tau."""
+    (f = 2 replace-one) against std tau: mu = f sqrt(k) / tau. ``tau=None``: uncalibrated
+    (``plan.calibrate(epsilon, delta)`` sets tau by exact GDP, the threshold's releases being on
+    their own rows)."""
     return TrainingPlan(
         n,
         FixedBatches(1),
@@ -251,6 +262,23 @@ def ftrl_sigma_plan(
         "Mahalanobis sensitivity",
         private_threshold=threshold,
     )
+
+
+def calibrated_ftrl_sigma_plan(
+    n: int,
+    threshold: ResidualThreshold,
+    epsilon: float,
+    delta: float,
+    neighbouring: str = "replace-one",
+    calibration: str = "exact",
+) -> TrainingPlan:
+    """:func:`ftrl_sigma_plan` calibrated once at (epsilon, delta) (``"exact"``), or at the
+    paper's tau (``"paper"``, :func:`paper_tau`)."""
+    if calibration == "paper":
+        return ftrl_sigma_plan(n, paper_tau(epsilon, delta, n), threshold, neighbouring)
+    if calibration != "exact":
+        raise ValueError(f"Expected calibration in ('exact', 'paper'), got {calibration!r}.")
+    return ftrl_sigma_plan(n, None, threshold, neighbouring).calibrate(epsilon, delta)
 
 
 def dp_ftrl_sigma(
@@ -363,7 +391,8 @@ def dp_ftrl_sigma(
         n, m = X.shape[0], (0 if X_est is None else X_est.shape[0])
     if clip_constant is None and kind != "fixed":
         clip_constant = derived_clip_constant(public_X, X.shape[1], covariance)
-    tau = calibrate_ftrl_sigma_tau(epsilon, delta, n, neighbouring, calibration)
+    if calibration not in ("exact", "paper"):
+        raise ValueError(f"Expected calibration in ('exact', 'paper'), got {calibration!r}.")
 
     calls = math.ceil(n / residual_every) if kind != "fixed" else 0
     eps_call, delta_call = per_call_budget(epsilon, delta, max(calls, 1))
@@ -396,7 +425,8 @@ def dp_ftrl_sigma(
         covariance=_noise_covariance(covariance),
         text=f"thresholds from {source}",
     )
-    plan = ftrl_sigma_plan(n, tau, rule, neighbouring)
+    plan = calibrated_ftrl_sigma_plan(n, rule, epsilon, delta, neighbouring, calibration)
+    tau = plan.noise_multiplier
     ledger = ledger if ledger is not None else PrivacyLedger(neighbouring)
     iterates: list[np.ndarray] = []
     info = {

@@ -26,9 +26,9 @@ import numpy as np
 
 from privopt.accounting import (
     GaussianEvent,
+    Neighbouring,
     PrivacyLedger,
     SamplingFailureEvent,
-    calibrate_gaussian_sigma,
     classical_gaussian_sigma,
     gaussian_delta,
 )
@@ -38,6 +38,7 @@ from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.losses import LinearLoss
 from privopt.noise.rng import gaussian_noise
 from privopt.theory.holder_stability import uas_bound_for_loss
+from privopt.training.calibrate import calibrate_noise_multiplier
 
 __all__ = ["dp_sgd_output"]
 
@@ -98,7 +99,13 @@ def dp_sgd_output(
     )
     # Calibrated a relative 1e-9 below the target so that the report's numerically inverted
     # epsilon (at delta minus the failure probability) never exceeds the target.
-    sigma = calibrate_gaussian_sigma(epsilon * (1.0 - 1e-9), delta / 2.0, sensitivity)
+    # One-shot: the training core's one calibration on the event recorded below.
+    sigma = calibrate_noise_multiplier(
+        lambda std: GaussianEvent(sensitivity, std),
+        epsilon * (1.0 - 1e-9),
+        delta / 2.0,
+        Neighbouring.REPLACE_ONE,
+    )
     classical = classical_gaussian_sigma(epsilon, delta / 2.0, sensitivity)
     run = projected_sgd(
         problem.X, problem.y, problem.loss, eta=eta, steps=steps, rng=rng, radius=radius

@@ -46,7 +46,6 @@ The rest of the method lives beside this module (its public names are re-exporte
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
@@ -55,7 +54,7 @@ from typing import Any, cast
 import numpy as np
 
 from privopt._validate import check_positive
-from privopt.accounting import GaussianEvent, PrivacyLedger, gaussian_delta
+from privopt.accounting import PrivacyLedger, gaussian_delta
 from privopt.algorithms.result import FitResult, FitTrace, release_diagnostics
 from privopt.algorithms.srgd_gradients import GradFn, resolve_problem, srgd_increment
 from privopt.algorithms.srgd_parameters import SRGDParameters, SRGDWarning, srgd_parameters
@@ -238,13 +237,8 @@ def accelerated_dp_srgd(
     T = params.steps
     recursive = variant == "recursive"
 
-    # paper config -> plan -> the one calibration -> run (privopt.training)
-    plan = srgd_plan(params).calibrate(epsilon, delta)
-    event = plan.event()
-    assert isinstance(event, GaussianEvent)  # SRGDAnalysis's
-    params = dataclasses.replace(
-        params, sensitivity=event.sensitivity, sigma=event.std, mu=event.mu
-    )  # what runs and is recorded (equal to srgd_parameters' to rounding)
+    # paper config -> plan, calibrated once by srgd_parameters -> run (privopt.training)
+    plan = srgd_plan(params)
     model = RecursiveGradient(gradient, first_clip=params.clip_first, recursive=recursive)
     recorder = _Recorder(params, model, params.sigma if noise else 0.0, callback, diagnostics)
     rule = LinearCoupling(params.beta, radius, T, z_step_scale, recursive, observer=recorder)

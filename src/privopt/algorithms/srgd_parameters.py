@@ -14,6 +14,7 @@ permutation are **dropped** (never used); ``B T > n`` is refused.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import warnings
 from dataclasses import asdict, dataclass
@@ -26,7 +27,7 @@ from privopt.algorithms.srgd_presets import (
     preset_clip_difference,
     preset_schedule,
 )
-from privopt.algorithms.srgd_privacy import NEIGHBOURING, calibrate_noise
+from privopt.algorithms.srgd_privacy import NEIGHBOURING, calibrate_noise, srgd_plan
 
 __all__ = ["SRGDParameters", "SRGDWarning", "srgd_parameters"]
 
@@ -54,7 +55,8 @@ class SRGDParameters:
         lipschitz, smoothness: L and M used to derive the defaults (None when not given).
         levels: tree levels holding a complete node, floor(log2 T) + 1 (1 when independent).
         sensitivity: l2 sensitivity of the whole release per record under ``neighbouring``.
-        sigma: std of each tree node (recursive) or of each step's gradient noise (independent).
+        sigma: std of each tree node (recursive) or of each step's gradient noise (independent),
+            from the plan's one calibration (exact mu-GDP).
         mu: the fit's GDP parameter ``sensitivity / sigma`` (exact).
         epsilon, delta: the target; ``gdp_delta(mu, epsilon) <= delta``.
         classical_sigma: sigma from Lemma 8's conversion ``mu = eps / sqrt(2 ln(1.25/delta))``
@@ -93,6 +95,9 @@ class SRGDParameters:
     c_DP: float | None
     neighbouring: str
     notes: tuple[str, ...]
+    #: the plan's noise multiplier (:func:`~privopt.algorithms.srgd_privacy.srgd_plan`), set by
+    #: its one calibration; None before it
+    noise_multiplier: float | None = None
 
     @property
     def unused_records(self) -> int:
@@ -280,7 +285,7 @@ def srgd_parameters(
         "noise calibrated by exact mu-GDP (sigma = s / gdp_mu(eps, delta)), not the classical "
         "sqrt(2 ln(1.25/delta)) conversion"
     )
-    return SRGDParameters(
+    params = SRGDParameters(
         setting=setting,
         variant=variant,
         constants=constants,
@@ -295,8 +300,8 @@ def srgd_parameters(
         smoothness=M,
         levels=noise.levels,
         sensitivity=float(noise.sensitivity),
-        sigma=float(noise.sigma),
-        mu=float(noise.sensitivity / noise.sigma),
+        sigma=math.nan,
+        mu=math.nan,
         epsilon=epsilon,
         delta=delta,
         classical_sigma=float(noise.classical_sigma),
@@ -306,4 +311,14 @@ def srgd_parameters(
         c_DP=c_DP,
         neighbouring=neighbouring,
         notes=tuple(notes),
+    )
+    # paper config -> uncalibrated plan with SRGD's analysis -> the one calibration
+    plan = srgd_plan(params).calibrate(epsilon, delta)
+    event = plan.event()
+    return dataclasses.replace(
+        params,
+        sensitivity=float(event.sensitivity),
+        sigma=float(event.std),
+        mu=float(event.mu),
+        noise_multiplier=plan.noise_multiplier,
     )

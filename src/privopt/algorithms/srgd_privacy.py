@@ -43,7 +43,6 @@ from privopt.accounting import (
 )
 from privopt.noise import TreeAggregation, TreeIncrements, independent
 from privopt.training import TrainingPlan
-from privopt.training.calibrate import calibrate_noise_multiplier
 from privopt.training.recursive import SinglePass
 
 if TYPE_CHECKING:
@@ -148,11 +147,11 @@ class SRGDAnalysis:
 
 
 class NoiseCalibration(NamedTuple):
-    """The release's sensitivity, its exact noise and the paper's sigmas (for comparison)."""
+    """The release's sensitivity and the paper's sigmas (for comparison with the exact noise,
+    which :meth:`~privopt.training.TrainingPlan.calibrate` sets on :func:`srgd_plan`)."""
 
     levels: int
     sensitivity: float
-    sigma: float
     classical_sigma: float
     paper_budget_sigma: float
     corollary_sigma: float | None
@@ -171,16 +170,12 @@ def calibrate_noise(
     clip_difference: float | None,
 ) -> NoiseCalibration:
     """Sensitivity ``max_t c_t sqrt(m_t) / B`` (recursive) or ``clip_first / B`` (independent)
-    and the smallest sigma whose exact mu-GDP guarantee meets (epsilon, delta)."""
+    and the sigmas of the paper's conversions (the exact sigma is the plan's calibration)."""
     factor = NEIGHBOURING[neighbouring]
     recursive = variant == "recursive"
     unit = release_unit_sensitivity(steps, clip_first, clip_difference if recursive else None)
     levels = int(tree_leaf_levels(steps)[0]) if recursive else 1
     sensitivity = factor * unit / batch_size
-    # the core's one calibration: exact mu-GDP, verified on the event the ledger records
-    sigma = calibrate_noise_multiplier(
-        lambda std: GaussianEvent(sensitivity, std), epsilon, delta, neighbouring
-    )
     classical = classical_gaussian_sigma(epsilon, delta, sensitivity)
     paper_budget = sensitivity * math.sqrt(2.0 * math.log(2.5 / delta)) / epsilon
     corollary = None
@@ -189,13 +184,15 @@ def calibrate_noise(
         root = math.sqrt(math.log2(steps) * math.log(2.5 / delta))
         scale = 2.0 * math.sqrt(2.0) if setting == "general" else 1.0
         corollary = factor * scale * clip_max * root / (epsilon * batch_size)
-    return NoiseCalibration(levels, sensitivity, sigma, classical, paper_budget, corollary)
+    return NoiseCalibration(levels, sensitivity, classical, paper_budget, corollary)
 
 
 def srgd_plan(params: SRGDParameters) -> TrainingPlan:
-    """The uncalibrated plan of a run with these parameters: one pass of T disjoint batches of
-    B, clip ``clip_difference`` (``clip_first`` for the independent variant), the binary tree
-    (as per-step increments) or independent noise, and SRGD's analysis (``clip_first`` at t = 0).
+    """The plan of a run with these parameters: one pass of T disjoint batches of B, clip
+    ``clip_difference`` (``clip_first`` for the independent variant), the binary tree (as
+    per-step increments) or independent noise, and SRGD's analysis (``clip_first`` at t = 0);
+    uncalibrated until :func:`~privopt.algorithms.srgd_parameters` has calibrated it once
+    (``params.noise_multiplier``).
     """
     recursive = params.variant == "recursive"
     return TrainingPlan(
@@ -204,6 +201,7 @@ def srgd_plan(params: SRGDParameters) -> TrainingPlan:
         clip_norm=params.clip_difference if recursive else params.clip_first,  # type: ignore[arg-type]
         mechanism=TreeAggregation() if recursive else independent(),
         neighbouring=Neighbouring(params.neighbouring),
+        noise_multiplier=params.noise_multiplier,
         label="Accelerated-DP-SRGD",
         analysis=SRGDAnalysis(params.clip_first if recursive else None),
     )

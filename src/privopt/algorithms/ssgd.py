@@ -12,21 +12,20 @@ record: sensitivity 2 eta zeta, noise std 2 eta zeta alpha, so it is (eps0, delt
 the exact Gaussian epsilon at delta0. The shuffled transcript is amplified by Feldman, McMillan &
 Talwar (2021): :func:`privopt.accounting.shuffled_gaussian_guarantee`, whose closed form holds
 only for eps0 <= log(N / (16 log(4/delta))). The theorem's constants replace the paper's
-unspecified c1, c2, c3. :func:`calibrate_ssgd_noise` finds the smallest alpha meeting a target
+unspecified c1, c2, c3. :func:`ssgd_plan` builds the uncalibrated plan with this analysis;
+``plan.calibrate(epsilon, delta)`` (the training core's one calibration, through
+:func:`privopt.accounting.calibrate_shuffled_gaussian`) finds the smallest alpha meeting a target
 epsilon and refuses targets outside the validity region. The permutation must stay secret.
 """
 
 from __future__ import annotations
 
-import functools
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
 from privopt._validate import check_count, check_design, check_positive, check_probability
-from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, shuffled_gaussian_guarantee
-from privopt.accounting._search import feasible_boundary, smallest_feasible_multiplier
+from privopt.accounting import PrivacyLedger, ShuffledGaussianEvent, max_shuffled_gaussian_epsilon
 from privopt.algorithms.result import FitTrace
 from privopt.training import SGD, FixedBatches, TrainingPlan, execute, shuffled_pass
 
@@ -36,60 +35,58 @@ __all__ = [
     "dp_ssgd",
     "max_ssgd_epsilon",
     "practical_learning_rate",
+    "run_ssgd_plan",
+    "ssgd_plan",
 ]
 
-#: noise multipliers above this are treated as "no usable amplification regime"
-_MAX_ALPHA = 1e6
 
-
-def _epsilon_or_inf(alpha: float, n: int, delta: float) -> float:
-    try:
-        return shuffled_gaussian_guarantee(alpha, n, delta).epsilon
-    except ValueError:
-        return math.inf
+def ssgd_plan(
+    n: int,
+    clip: float,
+    neighbouring: str = "replace-one",
+    noise_multiplier: float | None = None,
+) -> TrainingPlan:
+    """Algorithm 1 as a plan of the training core, uncalibrated unless ``noise_multiplier``
+    (alpha) is given: one shuffled pass of single records (``shuffled_pass(1)``), clip
+    ``clip`` = zeta, the plan's multiplier 2 alpha (noise std 2 zeta alpha on each clipped
+    gradient), accounted by :class:`ShuffleAnalysis`. ``plan.calibrate(epsilon, delta)``
+    finds the smallest alpha by FMT21
+    (:func:`privopt.accounting.calibrate_shuffled_gaussian`, through the training core's one
+    calibration)."""
+    return TrainingPlan(
+        check_count("N", n, minimum=2),
+        shuffled_pass(1),  # a secret permutation, one record per step
+        check_positive("clip", clip),
+        noise_multiplier=(
+            None
+            if noise_multiplier is None
+            else 2.0 * check_positive("noise_multiplier", noise_multiplier)
+        ),
+        neighbouring=neighbouring,
+        analysis=ShuffleAnalysis(),
+        label="shuffled single-example steps",
+    )
 
 
 def max_ssgd_epsilon(n: int, delta: float) -> float:
-    """Largest central epsilon the FMT21 closed form can certify for n records (at the validity
-    edge of alpha, found by the verified search)."""
-    n = check_count("n", n)
-    delta = check_probability("delta", delta)
-    # The smallest valid alpha gives the largest certifiable epsilon.
-    hi = 1.0
-    while math.isinf(_epsilon_or_inf(hi, n, delta)):
-        hi *= 2.0
-        if hi > _MAX_ALPHA:
-            return 0.0
-    # the validity edge of alpha (a step from invalid to valid), verified on the valid side
-    alpha = feasible_boundary(
-        lambda a: -1.0 if math.isfinite(_epsilon_or_inf(a, n, delta)) else 1.0,
-        good=hi,
-        bad=hi / 2.0,
-    )
-    return _epsilon_or_inf(alpha, n, delta)
+    """Largest central epsilon the FMT21 closed form can certify for n records
+    (:func:`privopt.accounting.max_shuffled_gaussian_epsilon`)."""
+    return max_shuffled_gaussian_epsilon(check_count("n", n), delta)
 
 
-@functools.lru_cache(maxsize=256)
 def calibrate_ssgd_noise(epsilon: float, n: int, delta: float) -> float:
-    """Smallest noise multiplier alpha (to 1e-6 relative) certifying (epsilon, delta) by FMT21.
+    """Smallest noise multiplier alpha (to 1e-6 relative) certifying (epsilon, delta) by FMT21:
+    half the multiplier of ``ssgd_plan(n, 1).calibrate(epsilon, delta)`` (alpha does not depend
+    on the clip).
 
-    Raises ``ValueError`` when epsilon is above what the closed form can certify for n records.
-    A pure function of public inputs that costs seconds (about 80 evaluations of the shuffling
-    bound, each an inner search), so results are memoised.
+    Raises ``ValueError`` when epsilon is above what the closed form can certify for n records
+    (:func:`max_ssgd_epsilon`).
     """
     epsilon = check_positive("epsilon", epsilon)
     n = check_count("n", n)
     delta = check_probability("delta", delta)
-    ceiling = max_ssgd_epsilon(n, delta)
-    if epsilon > ceiling:
-        raise ValueError(
-            f"DP-SSGD cannot certify epsilon={epsilon:g} with N={n}, delta={delta:g}: the "
-            f"shuffling bound (FMT21) is valid only up to epsilon={ceiling:.4g} here "
-            "(local epsilon0 <= log(N / (16 log(4/delta)))). Use method='ambssgd', or more data."
-        )
-    return smallest_feasible_multiplier(
-        lambda a: _epsilon_or_inf(a, n, delta) - epsilon, limit_exponent=6, rtol=1e-6
-    )
+    plan = ssgd_plan(n, 1.0).calibrate(epsilon, delta)
+    return plan.noise_multiplier / 2.0
 
 
 def practical_learning_rate(row_bound: float, dim: int, noise_multiplier: float) -> float:
@@ -137,40 +134,73 @@ def dp_ssgd(
     partition: object = "main",
     diagnostics: bool = False,
 ) -> tuple[np.ndarray, FitTrace, dict]:
-    """Run DP-SSGD on bounded data; record the shuffled pass in ``ledger`` (replace-one).
+    """Run DP-SSGD at a given noise multiplier alpha on bounded data; record the shuffled pass
+    in ``ledger`` (replace-one): :func:`run_ssgd_plan` on ``ssgd_plan(N, clip, relation,
+    noise_multiplier)``. A caller with a target epsilon calibrates the plan instead
+    (``ssgd_plan(N, clip).calibrate(epsilon, delta)``) and runs it with :func:`run_ssgd_plan`.
+    """
+    _check_relation(ledger)
+    Z, t = check_design(Z, t, "Z", "t")
+    plan = ssgd_plan(Z.shape[0], clip, ledger.neighbouring, noise_multiplier=noise_multiplier)
+    return run_ssgd_plan(
+        plan,
+        Z,
+        t,
+        learning_rate=learning_rate,
+        rng=rng,
+        ledger=ledger,
+        partition=partition,
+        diagnostics=diagnostics,
+    )
 
-    Algorithm 1 on the training core: a plan of one shuffled pass of single records
-    (``shuffled_pass(1)``), clip zeta, noise std 2 zeta alpha on each clipped gradient (the
-    plan's multiplier 2 alpha), SGD at ``learning_rate`` and the tail average, accounted by
-    :class:`ShuffleAnalysis`. ``partition`` names the records this pass touches (all of ``Z``),
-    so that releases on other, disjoint records (private preprocessing) compose in parallel
-    with it.
+
+def _check_relation(ledger: PrivacyLedger) -> None:
+    if ledger.neighbouring.value not in ("replace-one", "zero-out"):
+        raise ValueError(
+            "DP-SSGD is accounted under replace-one neighbours (shuffle model; valid under "
+            f"zero-out too); got a {ledger.neighbouring.value!r} ledger."
+        )
+
+
+def run_ssgd_plan(
+    plan: TrainingPlan,
+    Z: np.ndarray,
+    t: np.ndarray,
+    *,
+    learning_rate: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: object = "main",
+    diagnostics: bool = False,
+) -> tuple[np.ndarray, FitTrace, dict]:
+    """Run a calibrated DP-SSGD plan (:func:`ssgd_plan`) on bounded data; record the shuffled
+    pass in ``ledger``.
+
+    Algorithm 1 on the training core: clip zeta, noise std 2 zeta alpha on each clipped
+    gradient (the plan's multiplier 2 alpha), SGD at ``learning_rate`` and the tail average,
+    accounted by :class:`ShuffleAnalysis`. ``partition`` names the records this pass touches
+    (all of ``Z``), so that releases on other, disjoint records (private preprocessing)
+    compose in parallel with it.
 
     The trace summarises the N steps in chunks of about N/100 steps (one entry per chunk) so that
     it stays small: clip threshold, per-step noise std on w (2 eta zeta alpha), and (only with
     ``diagnostics=True``, a non-private release recorded in the report) the fraction clipped in
     the chunk.
     """
-    if ledger.neighbouring.value not in ("replace-one", "zero-out"):
+    _check_relation(ledger)
+    if not isinstance(plan.analysis, ShuffleAnalysis):
+        raise ValueError("run_ssgd_plan runs the plans of ssgd_plan (the shuffling analysis).")
+    if plan.neighbouring is not ledger.neighbouring:
         raise ValueError(
-            "DP-SSGD is accounted under replace-one neighbours (shuffle model; valid under "
-            f"zero-out too); got a {ledger.neighbouring.value!r} ledger."
+            f"The plan is accounted under {plan.neighbouring.value!r}, the ledger under "
+            f"{ledger.neighbouring.value!r}."
         )
-    alpha = check_positive("noise_multiplier", noise_multiplier)
-    zeta = check_positive("clip", clip)
     eta = check_positive("learning_rate", learning_rate)
     Z, t = check_design(Z, t, "Z", "t")
     n = Z.shape[0]
-    check_count("N", n, minimum=2)
-    plan = TrainingPlan(
-        n,
-        shuffled_pass(1),  # a secret permutation, one record per step
-        zeta,
-        noise_multiplier=2.0 * alpha,
-        neighbouring=ledger.neighbouring,
-        analysis=ShuffleAnalysis(),
-        label="shuffled single-example steps",
-    )
+    if n != plan.num_records:
+        raise ValueError(f"The plan is for N={plan.num_records} rows; got {n}.")
+    alpha, zeta = plan.noise_multiplier / 2.0, plan.clip_norm
     w, steps_trace, info = execute(
         plan,
         "linear",

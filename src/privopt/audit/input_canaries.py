@@ -177,22 +177,22 @@ def audit_estimator(
 
 @contextlib.contextmanager
 def _scaled_ssgd_noise(factor: float) -> Iterator[None]:
-    """The planted bug of the DP-SSGD control: its noise multiplier times ``factor``."""
-    import importlib
+    """The planted bug of the DP-SSGD control: its calibrated noise multiplier times ``factor``
+    (every plan with the shuffling analysis, as it leaves ``TrainingPlan.calibrate``)."""
+    import dataclasses
 
-    from privopt.algorithms.ssgd import calibrate_ssgd_noise as original
+    from privopt.algorithms.ssgd import ShuffleAnalysis
+    from privopt.training.plan import TrainingPlan
 
-    def scaled(epsilon: float, n: int, delta: float) -> float:
-        return float(original(epsilon, n, delta) * factor)
+    original = TrainingPlan.calibrate
 
-    with contextlib.ExitStack() as stack:  # wherever the estimator imported it
-        for name in ("linear_regression", "_regression_methods"):
-            try:
-                module = importlib.import_module(f"privopt.estimators.{name}")
-            except ImportError:
-                continue
-            if hasattr(module, "calibrate_ssgd_noise"):
-                stack.enter_context(mock.patch.object(module, "calibrate_ssgd_noise", scaled))
+    def scaled(self: Any, epsilon: float, delta: float, *args: Any, **kwargs: Any) -> Any:
+        plan = original(self, epsilon, delta, *args, **kwargs)
+        if isinstance(plan.analysis, ShuffleAnalysis):
+            plan = dataclasses.replace(plan, noise_multiplier=plan.noise_multiplier * factor)
+        return plan
+
+    with mock.patch.object(TrainingPlan, "calibrate", scaled):
         yield
 
 

@@ -135,13 +135,10 @@ def cached_calibration() -> Iterator[None]:
     fields, epsilon, delta, N) are computed once per distinct input: the audits refit the same
     configuration many times, and DP-SGD's PLD and DP-SSGD's shuffling calibrations cost 15 to
     25 s each. Caching a public computation changes no release."""
-    import privopt.estimators._regression_methods as methods
     from privopt.training.plan import TrainingPlan
 
     original_calibrate = TrainingPlan.calibrate
-    original_ssgd = methods.calibrate_ssgd_noise
     plans: dict[tuple, Any] = {}
-    alphas: dict[tuple, float] = {}
 
     def calibrate(self, epsilon, delta, *args, **kwargs):
         key = (repr(self), float(epsilon), float(delta), repr(args), repr(sorted(kwargs.items())))
@@ -150,12 +147,6 @@ def cached_calibration() -> Iterator[None]:
         if key not in plans:
             plans[key] = original_calibrate(self, epsilon, delta, *args, **kwargs)
         return plans[key]
-
-    def ssgd(epsilon, n, delta):
-        key = (float(epsilon), int(n), float(delta))
-        if key not in alphas:
-            alphas[key] = original_ssgd(epsilon, n, delta)
-        return alphas[key]
 
     import privopt.algorithms.gradient_perturbation as gradient
 
@@ -172,7 +163,6 @@ def cached_calibration() -> Iterator[None]:
 
     with (
         mock.patch.object(TrainingPlan, "calibrate", calibrate),
-        mock.patch.object(methods, "calibrate_ssgd_noise", ssgd),
         mock.patch.object(gradient, "rdp_gradient_noise", cached(gradient.rdp_gradient_noise)),
         mock.patch.object(gradient, "_rdp_epsilon", cached(gradient._rdp_epsilon)),
     ):

@@ -32,8 +32,7 @@ from privopt.accounting import PrivacyLedger
 from privopt.algorithms.ftrl_sigma import (
     _diverged_if_non_finite,
     _noise_covariance,
-    calibrate_ftrl_sigma_tau,
-    ftrl_sigma_plan,
+    calibrated_ftrl_sigma_plan,
     public_clip_constant,
 )
 from privopt.algorithms.ftrl_sigma_setup import ResidualLevels
@@ -125,7 +124,6 @@ def ftrl_sigma_dask(
         )
         clip_constant = public_clip_constant(public_z, covariance)
     neighbouring = ledger.neighbouring.value
-    tau = calibrate_ftrl_sigma_tau(epsilon, delta, n, neighbouring, "exact")
     levels = ResidualLevels(
         "fixed", None, None, n, None, clip_constant, 1, 1.0,
         per_call_budget(epsilon, delta, 1), rng, PrivacyLedger(neighbouring),
@@ -137,7 +135,8 @@ def ftrl_sigma_dask(
         covariance=_noise_covariance(covariance),
         text="thresholds from a fixed public threshold psi",
     )
-    plan = ftrl_sigma_plan(n, tau, rule, neighbouring)
+    plan = calibrated_ftrl_sigma_plan(n, rule, epsilon, delta, neighbouring)
+    tau = plan.noise_multiplier
     order = copy.deepcopy(rng).permutation(n)  # FixedBatches(1)'s draw, made next by execute
     handle = _OrderedRows(rows, excluded, bounds, order, p, gather_bytes)
     info = {

@@ -21,7 +21,7 @@ from privopt.accounting import gdp_mu
 from privopt.algorithms.ambssgd import dp_ambssgd, moment_config
 from privopt.algorithms.baselines import dpsgd_linear
 from privopt.algorithms.result import FitTrace
-from privopt.algorithms.ssgd import calibrate_ssgd_noise, dp_ssgd, practical_learning_rate
+from privopt.algorithms.ssgd import practical_learning_rate, run_ssgd_plan, ssgd_plan
 from privopt.estimators._utility import (
     NOISE_TO_SIGNAL_LIMIT,
     PROGRESS_LIMIT,
@@ -193,14 +193,16 @@ def dpsgd_result(w, trace, info, p, bounds) -> tuple:
 
 
 def run_ssgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
+    """DP-SSGD: its plan calibrated once at ``epsilon`` (FMT21), the step size from alpha."""
     n, p = Z.shape
-    alpha = calibrate_ssgd_noise(epsilon, n, est.delta)
+    clip = bounds.row_bound * bounds.y_radius
+    plan = ssgd_plan(n, clip, ledger.neighbouring).calibrate(epsilon, est.delta)
+    alpha = plan.noise_multiplier / 2.0
     eta = practical_learning_rate(bounds.row_bound, p, alpha)
-    w, trace, info = dp_ssgd(
+    w, trace, info = run_ssgd_plan(
+        plan,
         Z,
         t,
-        noise_multiplier=alpha,
-        clip=bounds.row_bound * bounds.y_radius,
         learning_rate=eta,
         rng=rng,
         ledger=ledger,

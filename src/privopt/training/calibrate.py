@@ -12,8 +12,16 @@ Routes, by the event the factory builds:
   amplification): exact mu-GDP, closed form ``mu = sensitivity / std`` (Dong, Roth & Su 2019).
 * :class:`~privopt.accounting.PoissonSampledGaussianEvent` (DP-SGD): ``dp_accounting``'s PLD (or
   RDP) through :func:`privopt.accounting.calibrate_dpsgd_noise`, memoised.
+* :class:`~privopt.accounting.ShuffledGaussianEvent` (one shuffled pass, seed 000's DP-SSGD):
+  FMT21's amplification by shuffling through
+  :func:`privopt.accounting.calibrate_shuffled_gaussian` (refused above the bound's validity
+  region), memoised.
 * anything else (e.g. sampling without replacement, replace-one RDP): a bracketing search on
   the ledger's epsilon (:func:`privopt.accounting._search.feasible_boundary`).
+
+The factory must be linear in the multiplier for the closed routes (the event's own noise
+multiplier or std is a fixed multiple of the plan's: ``factory(s)`` = ``factory(1)`` scaled by
+s), as every plan's event is.
 """
 
 from __future__ import annotations
@@ -29,7 +37,9 @@ from privopt.accounting import (
     PoissonSampledGaussianEvent,
     PrivacyEvent,
     PrivacyLedger,
+    ShuffledGaussianEvent,
     calibrate_dpsgd_noise,
+    calibrate_shuffled_gaussian,
     gdp_mu,
 )
 from privopt.accounting._search import feasible_boundary
@@ -80,6 +90,10 @@ def calibrate_noise_multiplier(
     elif isinstance(probe, PoissonSampledGaussianEvent):
         kind = "pld" if accountant == "auto" else accountant
         sigma = calibrate_dpsgd_noise(epsilon, delta, probe.sample_rate, probe.count, kind)
+    elif isinstance(probe, ShuffledGaussianEvent):
+        # the event's multiplier is probe.noise_multiplier * sigma
+        alpha = calibrate_shuffled_gaussian(epsilon, probe.num_records, delta)
+        sigma = alpha / probe.noise_multiplier
     else:
         good = 1.0
         while excess(good) > 0:
