@@ -336,5 +336,8 @@ def _plot(path: Path, payload: dict) -> None:
     ax.set(xscale="log", xlabel="epsilon (user-level, delta 1e-5)",
            ylabel="next-token accuracy (test users)",
            title="federated, user-level DP (synthetic corpus)")  # fmt: skip
+    epsilons = sorted({e["target_epsilon"] for e in payload["results"].values()})
+    ax.set_xticks(epsilons, [f"{e:g}" for e in epsilons])
+    ax.minorticks_off()
     ax.legend(fontsize=8)
     save_figure(fig, path)
