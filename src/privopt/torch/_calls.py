@@ -173,6 +173,18 @@ class Call:
         return f"{self.name or 'the model'} ({type(self.module).__name__})"
 
 
+def _arg_tensors(args, kwargs) -> list[torch.Tensor]:
+    """The tensors among a torch function's arguments (flat ones without a pytree walk: this
+    runs for every operation of the recorded forward)."""
+    out = []
+    for v in (*args, *kwargs.values()):
+        if isinstance(v, torch.Tensor):
+            out.append(v)
+        elif isinstance(v, list | tuple | dict):
+            out.extend(tensor_leaves(v))
+    return out
+
+
 class _ParamUses(TorchFunctionMode):
     """Records (parameter id -> innermost calls) for every differentiable use of a parameter."""
 
@@ -184,7 +196,7 @@ class _ParamUses(TorchFunctionMode):
         kwargs = kwargs or {}
         out = func(*args, **kwargs)
         rec = self.recorder
-        leaves = tensor_leaves((args, kwargs))
+        leaves = _arg_tensors(args, kwargs)
         if rec.candidates:
             rec.count_uses(func, args, kwargs, leaves, out)
         params = [t for t in leaves if id(t) in rec.trainable]
@@ -231,10 +243,13 @@ class CallRecorder:
     def count_uses(self, func, args, kwargs, leaves, out) -> None:
         """Per shared-output candidate O among ``leaves``: one more differentiable use, with R
         when it is ``R = X + O`` broadcasting O along dimension 0 (module docstring)."""
+        hits = [t for t in leaves if id(t) in self.candidates]
+        if not hits:
+            return
         outs = tensor_leaves(out)
         if not any(t.requires_grad for t in outs):
             return
-        for t in leaves:
+        for t in hits:
             found = self.candidates.get(id(t))
             if found is None or found[1] is not t or all(o is t for o in outs):
                 continue
@@ -319,7 +334,7 @@ class CallRecorder:
     def probe(self, forward) -> list[Call]:
         """Run ``forward()`` recording shapes only (RNG state restored); its calls."""
         saved = (self.calls, self.stack, self.uses)
-        self.calls, self.stack = [], []
+        self.calls, self.stack, self.uses = [], [], {}  # the mode sees the probe's uses too
         self.mode = "probe"
         devices = sorted(
             {p.device.index or 0 for p in self.trainable.values() if p.device.type == "cuda"}
