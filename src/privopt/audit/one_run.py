@@ -30,7 +30,7 @@ path privopt trains with.
 
 Neither bound is tight for a correct Gaussian mechanism: with m = 1000 canaries at epsilon = 2
 one run certifies about 0.5 (SNJ) to 0.75 (f-DP) even with an ideal score
-(``../shared/notes/torch_audit_selection_dask.md`` §2.4). A lower bound above the claim is a
+(``docs/theory/torch-audits-selection-dask.md`` §2.4). A lower bound above the claim is a
 bug at the stated confidence; a bound below it proves nothing about the claim's tightness.
 """
 

@@ -2,9 +2,10 @@
 
 ``clip_zeta(v) = v * min(1, zeta / ||v||)`` (Varshney et al. (2022) main text; its appendix's
 ``max`` is a typo,
-notes/000.md §9 item 1). The factor is computed without dividing by zero, and the clipped norm
-never exceeds zeta, even in floating point (the factor is nudged down when rounding would
-overshoot). Non-finite inputs are refused: a NaN gradient would escape any norm bound.
+docs/theory/linear-regression-adaptive-clipping.md item 1). The factor is computed without dividing
+by zero, and the clipped norm never exceeds zeta, even in floating point (the factor is nudged down
+when rounding would overshoot). Non-finite inputs are refused: a NaN gradient would escape any norm
+bound.
 
 For least squares the per-example gradient is ``r_i x_i`` with residual ``r_i = <x_i, w> - y_i``,
 so its norm is ``|r_i| ||x_i||``: :func:`clip_factors` works from norms alone and linear models

@@ -11,7 +11,8 @@ released, each with variance K alpha^2, so DP-STAT is rho = K / (2 K alpha^2) = 
 zCDP (Lemma 12) however early it stops. Callers record it as a Gaussian event with sensitivity 1,
 std ``alpha sqrt(K)`` and ``count = K``.
 
-Changes from the paper (notes/000.md §3.2 and §9 items 3–6), none of which touches privacy:
+Changes from the paper (docs/theory/linear-regression-adaptive-clipping.md and §9 items 3–6), none
+of which touches privacy:
 
 * at most K queries (the printed loop runs K + 1, which the proof does not cover), and the output
   when the search never stops is 2^K Delta >= B;
@@ -20,10 +21,11 @@ Changes from the paper (notes/000.md §3.2 and §9 items 3–6), none of which t
   count noise swamp s;
 * a public **margin** (default ``"auto"``: Gamma = alpha sqrt(K) sqrt(2 ln(K / beta))). With
   margin 0, once every value is below gamma the stopping test passes with probability 1/2 only,
-  and the search overshoots by a geometric number of doublings (notes/000.md §6.2: 95th
-  percentile 14x the maximum). With the margin the test passes w.h.p. as soon as all values are
-  inside, so gamma < 2 max r_j w.h.p., while still #{r_j <= gamma} >= s - 2 Gamma w.h.p. The
-  margin depends only on public constants, so the privacy analysis is unchanged.
+  and the search overshoots by a geometric number of doublings
+  (docs/theory/linear-regression-adaptive-clipping.md: 95th percentile 14x the maximum). With the
+  margin the test passes w.h.p. as soon as all values are inside, so gamma < 2 max r_j w.h.p., while
+  still #{r_j <= gamma} >= s - 2 Gamma w.h.p. The margin depends only on public constants, so the
+  privacy analysis is unchanged.
 """
 
 from __future__ import annotations

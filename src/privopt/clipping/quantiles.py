@@ -8,7 +8,7 @@ public grid of candidates ``c_1 < ... < c_k``, the utility of a candidate is
 which moves by at most 1 when one record is replaced (or zeroed out): sensitivity Delta = 1. The
 exponential mechanism (:func:`privopt.noise.selection.exponential_mechanism`) picks c with
 probability proportional to ``exp(epsilon u(c) / 2)`` (OpenDP's candidate quantile, the
-discrete form of Smith 2011; ``../shared/notes/torch_audit_selection_dask.md`` §3.6).
+discrete form of Smith 2011; ``docs/theory/torch-audits-selection-dask.md`` §3.6).
 
 Accounting. The exponential mechanism is epsilon-DP, and more: its privacy loss between any two
 neighbours lies in an interval of width epsilon ("epsilon-bounded range", Durfee & Rogers 2019).

@@ -2,19 +2,20 @@
 estimate of the residual level.
 
 DP-FTRL-Σ clips the gradient of step t at psi_t = C l_t, where l_t estimates the root of the
-target residual level of the current model w_t (notes/003.md §2.1, §2.2):
+target residual level of the current model w_t (docs/theory/overparameterised-regression.md, §2.2):
 
     target(w) = E[(y - <w, x>)^2] = ||w - w*||_H^2 + sigma_zeta^2,
 
 from m labeled **estimating rows** (x~_i, y~_i) held out from training (or one half of a split
-training set, in which case the paper's N becomes N / 2; notes/003.md §2.1 "Estimating data").
-With r_i = (y~_i - <w, x~_i>)^2:
+training set, in which case the paper's N becomes N / 2; docs/theory/overparameterised-regression.md
+"Estimating data"). With r_i = (y~_i - <w, x~_i>)^2:
 
 **Option 1** (public estimating rows, no privacy cost): l = sqrt(2 sum_i r_i / m). Lemma B.3:
 l^2 >= target w.h.p. once m = Omega(log N).
 
 **Option 2** (private estimating rows): the Karwa–Vadhan (2017, Lemma 2.3) stability histogram
-of group means, as corrected in notes/003.md §2.2 "[FIX] Correct option-2 mechanism":
+of group means, as corrected in docs/theory/overparameterised-regression.md "[FIX] Correct option-2
+mechanism":
 
 1. split the rows, in the order given, into ñ groups of m~ = floor(m / ñ) consecutive rows
    (the last m - ñ m~ rows are unused) and take the group means r̄_j;
@@ -24,20 +25,22 @@ of group means, as corrected in notes/003.md §2.2 "[FIX] Correct option-2 mecha
 4. output l = sqrt(2 l_2), l_2 the right end point of the bin with the largest kept p~_k
    (l = 0 for the bin {0}); if every bin is suppressed, output the public ``fallback``.
 
-Privacy (notes/003.md §2.2 "Privacy of one call"). Replacing one estimating row changes one r_i,
-so one group mean r̄_j: one histogram element moves, at most two bin frequencies change by 1/ñ
-(l1 sensitivity 2/ñ), and Lap(2/(ε~ ñ)) makes the bins present in both datasets ε~-DP. A bin
-present in one dataset only has frequency 1/ñ and passes the threshold with probability
-(1/2) exp(-log(2/δ~)) = δ~/4, at most twice. So one call is (ε~, δ~)-DP (Karwa–Vadhan state it
-for δ~ < 1/ñ, which is enforced) under **replace-one** neighbours, and under zero-out neighbours
-(a zeroed row is a replacement by the row (0, 0)). It is not analysed under add/remove: adding a
-row shifts the grouping. Only the arg-max bin is used afterwards (post-processing), and so is the
-fallback, which must be public or a previous private output (e.g. l_{t-1}; notes/003.md §8.2).
-The row order must not depend on the data values (collection order or a random permutation);
-the grouping is then data-independent. The floating-point Laplace sampler carries the usual
-caveat (Mironov 2012; notes/003.md §3.4 item 7).
+Privacy (docs/theory/overparameterised-regression.md "Privacy of one call"). Replacing one
+estimating row changes one r_i, so one group mean r̄_j: one histogram element moves, at most two bin
+frequencies change by 1/ñ (l1 sensitivity 2/ñ), and Lap(2/(ε~ ñ)) makes the bins present in both
+datasets ε~-DP. A bin present in one dataset only has frequency 1/ñ and passes the threshold with
+probability (1/2) exp(-log(2/δ~)) = δ~/4, at most twice. So one call is (ε~, δ~)-DP (Karwa–Vadhan
+state it for δ~ < 1/ñ, which is enforced) under **replace-one** neighbours, and under zero-out
+neighbours (a zeroed row is a replacement by the row (0, 0)). It is not analysed under add/remove:
+adding a row shifts the grouping. Only the arg-max bin is used afterwards (post-processing), and so
+is the fallback, which must be public or a previous private output (e.g. l_{t-1};
+docs/theory/overparameterised-regression.md). The row order must not depend on the data values
+(collection order or a random permutation); the grouping is then data-independent. The
+floating-point Laplace sampler carries the usual caveat (Mironov 2012;
+docs/theory/overparameterised-regression.md item 7).
 
-Constants (notes/003.md §2.2 "[FIX] ñ formula" and table; errata in §9 item 3):
+Constants (docs/theory/overparameterised-regression.md "[FIX] ñ formula" and table; errata in §9
+item 3):
 
 * ñ = max(⌈8 / (ε~ β) · log(4 / (δ~ α))⌉, ñ_surv): the Karwa–Vadhan accuracy condition that
   every kept frequency is within β of p̂_k with probability 1 - α, with the note's β = 1/4 and
@@ -55,18 +58,19 @@ Constants (notes/003.md §2.2 "[FIX] ñ formula" and table; errata in §9 item 3
   variables, P(mean r < target / 2) <= exp(-m / (8 κ)) <= α, i.e. coverage l^2 >= target in
   each of the N calls with probability 1 - 1/N^2 (1 - 1/N over a run, as in Theorem 4.2).
 
-Accuracy (Lemma B.3 with notes/003.md §2.2 "Why l^2 upper-bounds the target"): in option 2, if
-the group means concentrate in at most two consecutive bins, the arg-max bin's right end point
-l_2 satisfies 2 l_2 >= target, and l^2 <= 4(1 + C_4) target (the paper's constant 2 is not
-reachable with factor-2 bins).
+Accuracy (Lemma B.3 with docs/theory/overparameterised-regression.md "Why l^2 upper-bounds the
+target"): in option 2, if the group means concentrate in at most two consecutive bins, the arg-max
+bin's right end point l_2 satisfies 2 l_2 >= target, and l^2 <= 4(1 + C_4) target (the paper's
+constant 2 is not reachable with factor-2 bins).
 
 Accounting. One call is recorded as one (ε~, δ~)-DP event in the caller's
 :class:`~privopt.accounting.ledger.PrivacyLedger` (partition ``partition``: the estimating rows
 are disjoint from the training rows, so DP-FTRL-Σ records every call under one partition label,
 e.g. ``"estimating"``, and the ledger composes the N calls with each other and in parallel with
-the tree; notes/003.md §3.2 items 3–4) as an :class:`~privopt.accounting.ApproxDPEvent`; the
-ledger composes repeated calls exactly (privacy loss distribution of the (ε~, δ~)-DP mechanism,
-self-composed). A caller making many calls may record them as one event with ``count``.
+the tree; docs/theory/overparameterised-regression.md items 3–4) as an
+:class:`~privopt.accounting.ApproxDPEvent`; the ledger composes repeated calls exactly (privacy loss
+distribution of the (ε~, δ~)-DP mechanism, self-composed). A caller making many calls may record
+them as one event with ``count``.
 """
 
 from __future__ import annotations
@@ -142,7 +146,7 @@ def per_call_budget(epsilon: float, delta: float, horizon: int) -> tuple[float, 
     """Theorem 4.1's per-call budget: ε~ = ε / sqrt(8 N log(2/δ)), δ~ = δ / (2N).
 
     With these, the N calls of one DP-FTRL-Σ run compose to (ε, δ) by advanced composition
-    (notes/003.md §3.1, §3.2 item 3).
+    (docs/theory/overparameterised-regression.md, §3.2 item 3).
     """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
@@ -151,7 +155,8 @@ def per_call_budget(epsilon: float, delta: float, horizon: int) -> tuple[float, 
 
 
 def _default_failure_prob(horizon: int) -> float:
-    # alpha = 1/N^2 (notes/003.md §2.2); N = 1 would give alpha = 1, so N is taken as >= 2.
+    # alpha = 1/N^2 (docs/theory/overparameterised-regression.md); N = 1 would give alpha = 1, so N
+    # is taken as >= 2.
     return 1.0 / max(horizon, 2) ** 2
 
 
@@ -382,7 +387,8 @@ def residual_estimate(
     failure_prob: float | None = None,
     min_group_size: int | None = None,
 ) -> ResidualEstimate:
-    """RESIDUALEST (Algorithm 2, notes/003.md §2.2): estimate l with l^2 >= target(w) w.h.p.
+    """RESIDUALEST (Algorithm 2, docs/theory/overparameterised-regression.md): estimate l with l^2
+    >= target(w) w.h.p.
 
     Args:
         X: (m, d) estimating features x~_i, disjoint from the training rows, in an order that

@@ -1,8 +1,9 @@
 """Datasets: synthetic generators with exact oracle quantities, and CSV/Parquet loaders.
 
 - :func:`make_linear_regression` draws the linear-regression model of Varshney et al. (2022)
-  (notes/000.md §2.3) and returns the sample with its population oracle
-  (:class:`LinearRegressionData`: ``H``, ``mu``, ``kappa``, ``R_x_squared``, ``excess_risk``...).
+  (docs/theory/linear-regression-adaptive-clipping.md) and returns the sample with its population
+  oracle (:class:`LinearRegressionData`: ``H``, ``mu``, ``kappa``, ``R_x_squared``,
+  ``excess_risk``...).
 - :func:`make_overparameterised_regression` draws the DP-FTRL-Σ paper's (Private Overparameterized
 Linear Regression, 2024) over-parameterised model
   (implicit diagonal covariance, d up to 1e5, public unlabeled rows, O(d) excess risk).

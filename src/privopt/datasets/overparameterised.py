@@ -3,8 +3,9 @@ r"""Synthetic over-parameterised linear regression with an implicit diagonal H.
 The model of "Private Overparameterized Linear Regression without Suffering in High
 Dimensions" (anonymous ICLR 2024 submission; "the DP-FTRL-Σ paper" below).
 
-The generator follows notes/003.md §4.2 (``make_problem``), which matches the paper's
-Assumptions 2.1–2.3 (notes/003.md §4.1). With 1-based indices :math:`i = 1, \dots, d`,
+The generator follows docs/theory/overparameterised-regression.md (``make_problem``), which matches
+the paper's Assumptions 2.1–2.3 (docs/theory/overparameterised-regression.md). With 1-based indices
+:math:`i = 1, \dots, d`,
 
 .. math::
 
@@ -18,16 +19,16 @@ coordinates give Assumption 2.2) and :math:`\zeta \sim N(0, \sigma_\zeta^2)` ind
 :math:`x`. No normalisation is applied to the spectrum: :math:`\lambda_1 = 1` (polynomial) or
 :math:`e^{-1}` (exponential), so :math:`\lambda_1 \le 1` and :math:`\operatorname{tr} H`
 is :math:`\sum_{i \le d} i^{-r} < \zeta(r)` or :math:`< 1/(e-1) \approx 0.582`, both O(1) as the
-paper's corollaries assume (notes/003.md §4.1). :math:`H` is never formed: every population
-quantity is an O(d) sum over the eigenvalues, so d = 10^5 is cheap (the sample itself is
-n x d).
+paper's corollaries assume (docs/theory/overparameterised-regression.md). :math:`H` is never formed:
+every population quantity is an O(d) sum over the eigenvalues, so d = 10^5 is cheap (the sample
+itself is n x d).
 
-Exponential eigenvalues are floored at ``1e-300`` (notes/003.md §4.2, §8.2: :math:`e^{-i}`
-underflows near i = 745 and denormals slow numpy); coordinates beyond i ≈ 40 are numerically
-irrelevant but still count toward d.
+Exponential eigenvalues are floored at ``1e-300`` (docs/theory/overparameterised-regression.md,
+§8.2: :math:`e^{-i}` underflows near i = 745 and denormals slow numpy); coordinates beyond i ≈ 40
+are numerically irrelevant but still count toward d.
 
 **Excess risk convention.** The loss is :math:`\ell(\theta; x, y) = \tfrac12 (\theta^\top x -
-y)^2`, so (notes/003.md §1)
+y)^2`, so (docs/theory/overparameterised-regression.md)
 
 .. math::
 
@@ -35,7 +36,8 @@ y)^2`, so (notes/003.md §1)
     = \tfrac12 \sum_i \lambda_i (\theta_i - \theta^*_i)^2,
 
 *with* the factor 1/2. This is the quantity the rates of the paper's Table 1 bound
-(notes/003.md §5.6); the factor is a constant and does not change fitted log-log slopes.
+(docs/theory/overparameterised-regression.md); the factor is a constant and does not change fitted
+log-log slopes.
 """
 
 from __future__ import annotations
@@ -70,7 +72,8 @@ def _check_rng(rng: object) -> np.random.Generator:
 def spectrum_eigenvalues(
     n_features: int, spectrum: SpectrumKind = "polynomial", r: float | None = None
 ) -> np.ndarray:
-    r"""The eigenvalues of H (notes/003.md §4.1): :math:`i^{-r}` or :math:`\max(e^{-i}, 10^{-300})`.
+    r"""The eigenvalues of H (docs/theory/overparameterised-regression.md): :math:`i^{-r}` or
+    :math:`\max(e^{-i}, 10^{-300})`.
 
     Indices are 1-based, :math:`i = 1..d`, so :math:`\lambda_1 = 1` or :math:`e^{-1}`.
     ``r`` (default 2) must be > 1 for the polynomial spectrum (finite trace as d -> infinity)
@@ -90,7 +93,7 @@ def spectrum_eigenvalues(
     if not r > 1.0:
         raise ValueError(
             f"Expected r > 1 for the polynomial spectrum i^-r (so that tr H = sum i^-r stays "
-            f"bounded as d grows, notes/003.md §4.1), got r={r!r}."
+            f"bounded as d grows, docs/theory/overparameterised-regression.md), got r={r!r}."
         )
     return i ** (-r)
 
@@ -121,7 +124,7 @@ class OverparameterisedData(RegressionSample):
         Labels :math:`y = \langle\theta^*, x\rangle + \zeta`.
     public_X : ndarray of shape (M, d)
         Public *unlabeled* rows from the same law as ``X`` (independent of it), for the
-        designed Σ = (λ I + X̃^T X̃)/M (notes/003.md §2.4); M may be 0.
+        designed Σ = (λ I + X̃^T X̃)/M (docs/theory/overparameterised-regression.md); M may be 0.
     eigenvalues : ndarray of shape (d,)
         The diagonal of :math:`H = \mathbb E[x x^\top]` (H is never formed).
     theta_star : ndarray of shape (d,)
@@ -156,8 +159,9 @@ class OverparameterisedData(RegressionSample):
     def null_risk(self) -> float:
         r"""The excess risk of predicting 0: :math:`\tfrac12 \theta^{*\top} H \theta^*`.
 
-        notes/003.md §4.2 asks to report it as the reference level of every excess risk (its
-        prototype reports 0.330 for r = 2 with the power-law :math:`\theta^*`, B = 1).
+        docs/theory/overparameterised-regression.md asks to report it as the reference level of
+        every excess risk (its prototype reports 0.330 for r = 2 with the power-law
+        :math:`\theta^*`, B = 1).
         """
         return 0.5 * float(np.dot(self.eigenvalues, self.theta_star**2))
 
@@ -169,9 +173,9 @@ class OverparameterisedData(RegressionSample):
     def excess_risk(self, theta: np.ndarray) -> float | np.ndarray:
         r"""Exact excess risk :math:`\tfrac12 (\theta - \theta^*)^\top H (\theta - \theta^*)`, O(d).
 
-        With the factor 1/2 of the loss :math:`\tfrac12(\theta^\top x - y)^2` (notes/003.md §1
-        and the module docstring). ``theta`` of shape (d,) gives a float; (k, d) gives one risk
-        per row.
+        With the factor 1/2 of the loss :math:`\tfrac12(\theta^\top x - y)^2`
+        (docs/theory/overparameterised-regression.md and the module docstring). ``theta`` of shape
+        (d,) gives a float; (k, d) gives one risk per row.
         """
         theta = np.asarray(theta, dtype=np.float64)
         if theta.ndim not in (1, 2) or theta.shape[-1] != self.n_features:
@@ -213,7 +217,8 @@ def make_overparameterised_regression(
     x_law: XLaw = "gaussian",
     rng: np.random.Generator,
 ) -> OverparameterisedData:
-    r"""Draw the over-parameterised regression model of the DP-FTRL-Σ paper (notes/003.md §4.2).
+    r"""Draw the over-parameterised regression model of the DP-FTRL-Σ paper
+    (docs/theory/overparameterised-regression.md).
 
     .. math::
 
@@ -224,26 +229,28 @@ def make_overparameterised_regression(
     ----------
     n_samples, n_features : int
         N >= 1 training rows and d >= 1 features. The regime of the paper is d > N
-        (notes/003.md §4.2 suggests d in [4N, 100N]); d <= N is allowed.
+        (docs/theory/overparameterised-regression.md suggests d in [4N, 100N]); d <= N is allowed.
     spectrum : {"polynomial", "exponential"}
         :math:`\lambda_i = i^{-r}` or :math:`e^{-i}` (1-based i, no normalisation).
     r : float, optional
         Polynomial decay, r > 1 (default 2); must be omitted for the exponential spectrum.
     n_public : int, optional
         M >= 0 public unlabeled rows from the same law; default M = N (the paper's designed
-        Σ assumes M >= N, Cor. 4.5, notes/003.md §5.4).
+        Σ assumes M >= N, Cor. 4.5, docs/theory/overparameterised-regression.md).
     theta : {"powerlaw", "e1", "isotropic"}
         Direction of :math:`\theta^*`: :math:`\theta^*_i \propto 1/i` (default; head-heavy, so
-        the bias term matters, notes/003.md §4.2), the first basis vector, or a uniformly
-        random direction (then :math:`\|\theta^*\|_H^2 \approx B^2 \operatorname{tr}H/d`, nearly
-        0 for large d, which makes every method look good).
+        the bias term matters, docs/theory/overparameterised-regression.md), the first basis vector,
+        or a uniformly random direction (then :math:`\|\theta^*\|_H^2 \approx B^2
+        \operatorname{tr}H/d`, nearly 0 for large d, which makes every method look good).
     theta_norm : float
-        :math:`B = \|\theta^*\|_2 \ge 0` (bounded norm, notes/003.md §4.1).
+        :math:`B = \|\theta^*\|_2 \ge 0` (bounded norm,
+        docs/theory/overparameterised-regression.md).
     noise_std : float
-        :math:`\sigma_\zeta \ge 0` (default 0.5, as in notes/003.md §4.2).
+        :math:`\sigma_\zeta \ge 0` (default 0.5, as in docs/theory/overparameterised-regression.md).
     x_law : {"gaussian", "rademacher"}
         Law of the independent unit-variance coordinates :math:`z_j` (both satisfy
-        Assumption 2.2 with :math:`\sigma_z \le \sqrt{8/3}`, notes/003.md §4.2).
+        Assumption 2.2 with :math:`\sigma_z \le \sqrt{8/3}`,
+        docs/theory/overparameterised-regression.md).
     rng : numpy.random.Generator
         Source of randomness. Draws happen in a fixed order: direction of :math:`\theta^*`
         (only for ``theta="isotropic"``), X, the label noise (drawn even when

@@ -1,6 +1,7 @@
 r"""Synthetic linear-regression data with exact oracle quantities.
 
-The generator follows the model of Varshney et al. (2022) (notes/000.md §2.3). Features are
+The generator follows the model of Varshney et al. (2022)
+(docs/theory/linear-regression-adaptive-clipping.md). Features are
 
 .. math::
 

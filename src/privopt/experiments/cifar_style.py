@@ -3,8 +3,9 @@
 The paper trains a CNN on CIFAR-10 for 20 epochs (2000 steps, batch 500) with example-level DP
 and compares DP-SGD (with amplification by sampling) against nu-DP-FTRL, optimal continual
 counting (optimal CC, nu = 0) and tree aggregation, all correlated mechanisms calibrated with the
-min-separation sensitivity of the real participation pattern (notes/001.md §3.4, §5.3). This
-reproduction keeps that protocol and shrinks the problem to what 2 CPU cores can do in minutes:
+min-separation sensitivity of the real participation pattern (docs/theory/correlated-noise.md,
+§5.3). This reproduction keeps that protocol and shrinks the problem to what 2 CPU cores can do in
+minutes:
 
 * data: the 1797 8x8 digits images bundled with scikit-learn (no download), a fixed stratified
   80/20 train/test split; pixels are scaled by their public range [0, 16] to [0, 1] and a

@@ -1,9 +1,9 @@
 """``privopt reproduce cifar-style --backend torch``: Choquette-Choo et al.'s (2024) CIFAR protocol
 on a digits CNN.
 
-The paper (notes/001.md §5.3) trains a CNN for 20 epochs with example-level DP and compares
-DP-SGD (amplified by Poisson sampling) with correlated-noise DP-FTRL mechanisms calibrated with
-the min-separation sensitivity of fixed batches cycled in the same order. This is the same
+The paper (docs/theory/correlated-noise.md) trains a CNN for 20 epochs with example-level DP and
+compares DP-SGD (amplified by Poisson sampling) with correlated-noise DP-FTRL mechanisms calibrated
+with the min-separation sensitivity of fixed batches cycled in the same order. This is the same
 protocol on what 2 CPU cores can train in minutes, with :class:`privopt.torch.PrivateTrainer`:
 
 * data: scikit-learn's 1797 8x8 digits (no download), the stratified 80/20 split of

@@ -2,8 +2,8 @@
 estimation.
 
 Left panel: the privacy-term ratio F_inf(beta*) / F_inf(DP-SGD) = 4 eta (2 - eta) K(1 - eta)^2 /
-pi^2 against the learning rate eta (closed form, notes/001.md §4.2). Right panels: beta* =
-nu-DP-FTRL with nu = eta in time (|beta*_t|, ~ t^{-3/2} (1 - eta)^t) and frequency
+pi^2 against the learning rate eta (closed form, docs/theory/correlated-noise.md). Right panels:
+beta* = nu-DP-FTRL with nu = eta in time (|beta*_t|, ~ t^{-3/2} (1 - eta)^t) and frequency
 (|B*(omega)|^2 = |1 - eta - e^{i omega}|).
 """
 

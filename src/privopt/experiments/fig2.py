@@ -3,7 +3,8 @@ regression.
 
 Stationary excess risk F_inf of Noisy-SGD and nu-Noisy-FTRL (nu = eta * lambda_min), simulated
 (:func:`privopt.theory.simulation.simulate_linear_regression_f_inf`) and from the exact formula
-(notes/001.md §4.4), in three panels (paper defaults d = 128, lambda_k = 1/k, eta = 0.02):
+(docs/theory/correlated-noise.md), in three panels (paper defaults d = 128, lambda_k = 1/k, eta =
+0.02):
 
 - left: vary d (lambda_k = 1/k);
 - middle: vary the decay exponent, lambda_k = k^{-alpha}, alpha in [0.4, 1], plotted against

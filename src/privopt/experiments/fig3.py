@@ -19,7 +19,7 @@ the choices made here are written into the JSON (``settings``):
   ``optimized_grid``.
 
 Values are the library's excess-risk convention ``F(theta) - F(theta*)``; the paper's (10) as
-printed is 4x these (notes/001.md §4.6, §7 item 3). The ratios are convention-free.
+printed is 4x these (docs/theory/correlated-noise.md, §7 item 3). The ratios are convention-free.
 """
 
 from __future__ import annotations

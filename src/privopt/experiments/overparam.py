@@ -1,9 +1,9 @@
 r"""Seed 003 reproduction: private over-parameterised linear regression, excess risk against N.
 
-The paper has no experiments (notes/003.md §6); this runs the note's plan E1/E2 at sizes that fit
-a laptop. For each spectrum (lambda_i = i^-r with r in {1.5, 2, 3}, and lambda_i = e^-i) and each
-N of a grid, with d >= 2 N fixed across the grid (so the law, and its null risk, do not change
-with N), it fits on independent draws of
+The paper has no experiments (docs/theory/overparameterised-regression.md); this runs the note's
+plan E1/E2 at sizes that fit a laptop. For each spectrum (lambda_i = i^-r with r in {1.5, 2, 3}, and
+lambda_i = e^-i) and each N of a grid, with d >= 2 N fixed across the grid (so the law, and its null
+risk, do not change with N), it fits on independent draws of
 :func:`privopt.datasets.make_overparameterised_regression` (Gaussian z, theta*_i ~ 1/i with
 ||theta*|| = 1, sigma_zeta = 0.5) and reports the exact excess risk 1/2 (w - w*)^T H (w - w*):
 
@@ -31,15 +31,17 @@ DP-AMBSSGD use public bounds derived from the law: |x_i| <= 4 sqrt(lambda_i) per
 radius 4 sqrt(tr H)) and |y| <= 4 sqrt(theta*^T H theta* + sigma_zeta^2), values outside clipped.
 
 **Step size (fixed in advance).** eta(N) = c * eta_cor(N, tau(N)), with eta_cor the corollary's
-tuned step (notes/003.md §5.3, §5.5; tau is the calibrated noise multiplier at N), and one
-constant c per (spectrum, design) chosen from :data:`PILOT_CONSTANTS` on a *separate* synthetic
-draw (its own seeds) at the two smallest N of the grid, minimising the mean log excess risk
-(a diverged run counts as infinite). The evaluation draws are never used to choose anything.
+tuned step (docs/theory/overparameterised-regression.md, §5.5; tau is the calibrated noise
+multiplier at N), and one constant c per (spectrum, design) chosen from :data:`PILOT_CONSTANTS` on a
+*separate* synthetic draw (its own seeds) at the two smallest N of the grid, minimising the mean log
+excess risk (a diverged run counts as infinite). The evaluation draws are never used to choose
+anything.
 
 Slopes are least-squares fits of log(median excess risk over seeds) on log N; ``paper_rates`` are
-the slopes Table 1 predicts (minus the exponents of notes/003.md §5.6). ``theory`` evaluates the
-corollaries' quantities at the sizes run (N eta, k*, the theory's clip constant and step cap, the
-bound with all hidden constants set to 1) and ``notes`` states what they imply.
+the slopes Table 1 predicts (minus the exponents of docs/theory/overparameterised-regression.md).
+``theory`` evaluates the corollaries' quantities at the sizes run (N eta, k*, the theory's clip
+constant and step cap, the bound with all hidden constants set to 1) and ``notes`` states what they
+imply.
 
 Measured (default size, seed 0, 4 seeds, 2 shared cores, 330 s): at N = 2048 the median excess
 risks are, for r = 1.5 / 2 / 3 / exponential, identity 0.137 / 0.164 / 0.076 / 0.074, designed

@@ -1,5 +1,5 @@
 """Configuration of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024)
-reproduction (notes/003.md §6, plan E1/E2): the spectra, the
+reproduction (docs/theory/overparameterised-regression.md, plan E1/E2): the spectra, the
 methods, the N grids, the step-size pilot's candidates and the public constants of the law. The
 experiment is described in :mod:`privopt.experiments.overparam`.
 """
@@ -42,7 +42,8 @@ DEFAULT_SEEDS = 4
 PILOT_CONSTANTS = (1 / 16, 1 / 8, 1 / 4, 1 / 2, 1.0, 2.0)
 RESIDUAL_EVERY = 10
 NOISE_STD = 0.5
-#: Gaussian z: sigma_z^2 = 8/3 under the paper's sub-Gaussian definition (notes/003.md §4.2).
+#: Gaussian z: sigma_z^2 = 8/3 under the paper's sub-Gaussian definition
+#: (docs/theory/overparameterised-regression.md).
 SIGMA_Z2 = 8.0 / 3.0
 #: Public per-feature bound in units of sqrt(lambda_i) (and of the target's standard deviation).
 BOUND_SDS = 4.0

@@ -1,5 +1,5 @@
 """The figure of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024)
-reproduction (notes/003.md §6): excess risk against N, one panel per
+reproduction (docs/theory/overparameterised-regression.md): excess risk against N, one panel per
 spectrum. The experiment is described in :mod:`privopt.experiments.overparam`.
 """
 

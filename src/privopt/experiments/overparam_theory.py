@@ -1,5 +1,5 @@
 """Theory of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024) reproduction
-(notes/003.md §5): Table 1's rates, the corollaries' tuned
+(docs/theory/overparameterised-regression.md): Table 1's rates, the corollaries' tuned
 step sizes, the calibrated noise multiplier tau and the corollaries' quantities at the sizes
 run (hidden constants 1). The experiment is described in :mod:`privopt.experiments.overparam`.
 """
@@ -29,7 +29,8 @@ __all__ = [
 
 # -- rates and step sizes ------------------------------------------------------------------------
 def paper_slopes(kind: str, r: float | None) -> dict[str, float]:
-    """Table 1's log-log slopes at constant epsilon (minus the exponents, notes/003.md §5.6)."""
+    """Table 1's log-log slopes at constant epsilon (minus the exponents,
+    docs/theory/overparameterised-regression.md)."""
     if kind == "exponential":
         return {"ftrl_identity": -0.5, "ftrl_designed": -2.0 / 3.0, "nonprivate_sgd": -1.0}
     return {
@@ -119,7 +120,8 @@ def _n_for_regime(kind, r, design, c, epsilon, delta, l2, target) -> float | Non
 
 
 def _epsilon_to_recover(kind, r, design, n) -> float:
-    """The epsilon beyond which the private term stops dominating (notes/003.md §5.3, §5.5)."""
+    """The epsilon beyond which the private term stops dominating
+    (docs/theory/overparameterised-regression.md)."""
     if kind == "exponential":
         return n**0.5  # both designs (Cor. 4.4 / 4.6)
     if design == "identity":

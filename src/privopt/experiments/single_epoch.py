@@ -1,8 +1,8 @@
 r"""Seed 004's comparison: single-epoch Accelerated-DP-SRGD against DP-SGD (issue 8).
 
-The paper (Choquette-Choo, Ganesh & Thakurta) has no experiments (notes/004.md §6); this is the
-comparison issue 8 asks for. Each method is run at the same (epsilon, delta) under zero-out
-neighbours, and its accuracy is plotted against the number of **sequential (batch) steps**:
+The paper (Choquette-Choo, Ganesh & Thakurta) has no experiments (docs/theory/single-epoch-srgd.md);
+this is the comparison issue 8 asks for. Each method is run at the same (epsilon, delta) under
+zero-out neighbours, and its accuracy is plotted against the number of **sequential (batch) steps**:
 
 * ``srgd``: Accelerated-DP-SRGD (:func:`privopt.algorithms.accelerated_dp_srgd`, Algorithm 1,
   recursive gradients, binary-tree noise, exact mu-GDP) with T steps of B = floor(n / T)

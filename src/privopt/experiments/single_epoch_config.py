@@ -1,5 +1,5 @@
 """Configuration of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue 8;
-notes/004.md §6): the methods,
+docs/theory/single-epoch-srgd.md): the methods,
 the privacy targets, the T grid, the two problems' public constants and the hyper-parameter
 tables. The experiment itself is described in :mod:`privopt.experiments.single_epoch`.
 

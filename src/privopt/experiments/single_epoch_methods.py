@@ -1,5 +1,5 @@
 """The method runners of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue
-8; notes/004.md §6): one
+8; docs/theory/single-epoch-srgd.md): one
 fit of Accelerated-DP-SRGD (validated or preset), single-pass DP-SGD or multi-epoch Poisson DP-SGD
 at a target (epsilon, delta), with T = ``steps`` batches of B = n // T records. The experiment is
 described in :mod:`privopt.experiments.single_epoch`.

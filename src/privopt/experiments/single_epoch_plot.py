@@ -1,5 +1,5 @@
 """The figure of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue 8;
-notes/004.md §6): accuracy or
+docs/theory/single-epoch-srgd.md): accuracy or
 excess risk against the number of sequential (batch) steps. The experiment is described in
 :mod:`privopt.experiments.single_epoch`.
 """

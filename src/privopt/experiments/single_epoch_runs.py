@@ -1,5 +1,5 @@
 """The evaluation grid of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue
-8; notes/004.md §6): every
+8; docs/theory/single-epoch-srgd.md): every
 (method, epsilon, T, configuration, seed) on the synthetic logistic problem and on Adult, with
 the per-point summaries the JSON reports. The experiment is described in
 :mod:`privopt.experiments.single_epoch`.

@@ -1,5 +1,5 @@
 """Hyper-parameter selection of Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison
-(issue 8; notes/004.md §6):
+(issue 8; docs/theory/single-epoch-srgd.md):
 the validation protocol of :data:`~privopt.experiments.single_epoch_config.HYPERPARAMETER_SELECTION`
 over :data:`~privopt.experiments.single_epoch_config.HYPERPARAMETER_GRID`, whose output is
 ``single_epoch_hyperparameters.json``. The experiment is described in

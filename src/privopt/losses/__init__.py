@@ -3,7 +3,7 @@ r"""Convex losses of linear models with the constants Wang et al.'s (2022) theor
 A loss is ``ℓ(w; x, y) = φ(<w, x>, y)``. Every :class:`LinearLoss` gives values, per-example
 (sub)gradients, their norms (no (n, d) matrix) and their sum, and, under public bounds
 ``||x|| <= x_bound``, ``|y| <= y_bound`` and a domain ``||w|| <= radius`` (None: R^d), the
-constants of notes/002.md §1 and §5: the Hölder pair (α, L) with
+constants of docs/theory/non-smooth-sgd.md and §5: the Hölder pair (α, L) with
 ``||∇ℓ(w) - ∇ℓ(w')|| <= L ||w - w'||^α``, M, M_0, the gradient bound G and a value bound.
 
 =================  ==========================  =====  =========  ============
@@ -19,7 +19,7 @@ name               φ(z, y)                     α      L_φ        G on R^d
 ``logistic``       log(1 + exp(-y z))          1      1/4        B_x
 =================  ==========================  =====  =========  ============
 
-``L = L_φ x_bound^(1+α)`` (B_x = x_bound); notes/002.md §5 derives every entry.
+``L = L_φ x_bound^(1+α)`` (B_x = x_bound); docs/theory/non-smooth-sgd.md derives every entry.
 Classification losses take labels in {-1, +1} only.
 
 >>> from privopt.losses import get_loss

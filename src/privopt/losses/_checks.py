@@ -26,8 +26,8 @@ __all__ = [
 def check_labels(y: object, name: str = "y") -> np.ndarray:
     r"""Return classification labels as a float array, requiring every entry in {-1, +1}.
 
-    Margin losses are written φ(z, y) = ψ(y z); their constants (notes/002.md §5) assume
-    ``|y| = 1``. Labels 0/1 map to -1/+1 with ``2 * y - 1``.
+    Margin losses are written φ(z, y) = ψ(y z); their constants (docs/theory/non-smooth-sgd.md)
+    assume ``|y| = 1``. Labels 0/1 map to -1/+1 with ``2 * y - 1``.
 
     >>> check_labels([1, -1, 1])
     array([ 1., -1.,  1.])
@@ -108,27 +108,28 @@ def check_radius(radius: object) -> float:
 def check_exponent(q: object, family: str) -> float:
     r"""Return the exponent q of a q-norm loss as a float, requiring 1 <= q <= 2.
 
-    * q < 1: t ↦ t^q is concave on t >= 0, so the loss is not convex; every result of Wang et al.
-      (2022)
-      (stability, privacy, utility) assumes a convex loss (notes/002.md §1).
+    * q < 1: t ↦ t^q is concave on t >= 0, so the loss is not convex; every result of Wang et
+      al. (2022) (stability, privacy, utility) assumes a convex loss
+      (docs/theory/non-smooth-sgd.md).
     * q > 2: the derivative grows like |t|^(q-1) with q - 1 > 1, so for a fixed gap |t - t'| the
       difference of derivatives grows without bound as |t| grows: it is not α-Hölder for any
-      α in [0, 1] on R (and hence not on R^d), so no constant L exists (notes/002.md §5 covers
-      exactly 1 <= q <= 2, where the loss is (q - 1)-Hölder smooth).
+      α in [0, 1] on R (and hence not on R^d), so no constant L exists
+      (docs/theory/non-smooth-sgd.md covers exactly 1 <= q <= 2, where the loss is (q - 1)-Hölder
+      smooth).
     """
     q = check_finite("q", q)
     if q < 1.0:
         raise ValueError(
             f"q = {q!r} < 1 makes the {family} loss non-convex (t -> t^q is concave on t >= 0); "
-            "the privacy and stability analysis of notes/002.md §1 needs a convex loss. "
-            "Use 1 <= q <= 2."
+            "the privacy and stability analysis of docs/theory/non-smooth-sgd.md needs a convex "
+            "loss. Use 1 <= q <= 2."
         )
     if q > 2.0:
         raise ValueError(
             f"q = {q!r} > 2 is refused: the derivative of the {family} loss grows like "
             f"|t|^{q - 1:g} with exponent > 1, so it is not alpha-Hölder continuous for any "
             "alpha in [0, 1] on an unbounded set of margins and no Hölder constant L exists "
-            "(notes/002.md §5: q-norm losses are (q - 1)-Hölder only for 1 <= q <= 2). "
-            "Use 1 <= q <= 2."
+            "(docs/theory/non-smooth-sgd.md: q-norm losses are (q - 1)-Hölder only for "
+            "1 <= q <= 2). Use 1 <= q <= 2."
         )
     return q

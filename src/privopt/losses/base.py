@@ -6,15 +6,17 @@ margin (or prediction) ``z = <w, x>`` and the label (or target) ``y``. Its (sub)
 scalar derivative: gradients ``φ'(z_i, y_i) x_i``, their norms ``|φ'(z_i, y_i)| ||x_i||`` and
 their sum ``X^T φ'(z, y)``, without materialising an ``(n, d)`` matrix.
 
-The constants (notes/002.md §1 and §5) are suprema over all data with ``||x|| <= x_bound`` and
-``|y| <= y_bound`` (labels ±1 for classification), never statistics of the sample:
+The constants (docs/theory/non-smooth-sgd.md and §5) are suprema over all data with ``||x|| <=
+x_bound`` and ``|y| <= y_bound`` (labels ±1 for classification), never statistics of the sample:
 
 * ``holder``: (α, L) with ``||∇ℓ(w) - ∇ℓ(w')|| <= L ||w - w'||^α`` for all w, w' in R^d,
   ``L = L_φ x_bound^(1+α)`` where (α, L_φ) is the Hölder modulus of ``z ↦ φ'(z, y)``;
 * ``gradient_bound_at_zero``: M = sup ||∇ℓ(0; x, y)||;
 * ``value_bound_at_zero``: M_0 = sup ℓ(0; x, y);
-* ``lipschitz``: G = sup ||∇ℓ(w; x, y)|| over ||w|| <= R (the tight bound of notes/002.md §5);
-* ``paper_gradient_bound``: the paper's G = M + L R^α (notes/002.md §1 and §4, Algorithm 2);
+* ``lipschitz``: G = sup ||∇ℓ(w; x, y)|| over ||w|| <= R (the tight bound of
+docs/theory/non-smooth-sgd.md);
+* ``paper_gradient_bound``: the paper's G = M + L R^α (docs/theory/non-smooth-sgd.md and §4,
+Algorithm 2);
 * ``value_bound``: sup ℓ(w; x, y) over ||w|| <= R.
 
 Subclasses supply φ, φ', the Hölder modulus of φ' and the suprema of φ and |φ'| over margins
@@ -50,7 +52,7 @@ class HolderConstants:
     r"""Hölder smoothness of a (sub)gradient map: ``||g(w) - g(w')|| <= L ||w - w'||^α``.
 
     ``α = 1`` is L-smoothness; ``α = 0`` means any two subgradients differ by at most L, so the
-    loss is (M + L)-Lipschitz (notes/002.md §1); α in (0, 1) interpolates.
+    loss is (M + L)-Lipschitz (docs/theory/non-smooth-sgd.md); α in (0, 1) interpolates.
 
     Attributes:
         alpha: the exponent α, in [0, 1].
@@ -70,7 +72,7 @@ class HolderConstants:
     def bound(self, distance: float | np.ndarray) -> float | np.ndarray:
         r"""``L distance^α``: the largest allowed ``||g(w) - g(w')||`` at ``||w - w'|| = distance``.
 
-        Uses the convention ``0^0 = 1`` (notes/002.md §9.2), so for α = 0 the bound is L
+        Uses the convention ``0^0 = 1`` (docs/theory/non-smooth-sgd.md), so for α = 0 the bound is L
         everywhere.
 
         >>> HolderConstants(alpha=0.5, L=2.0).bound(0.25)
@@ -82,7 +84,8 @@ class HolderConstants:
 
 @dataclass(frozen=True)
 class LossConstants:
-    r"""Every data-independent constant of a loss under stated bounds (notes/002.md §1, §5).
+    r"""Every data-independent constant of a loss under stated bounds
+    (docs/theory/non-smooth-sgd.md).
 
     Attributes:
         loss: the loss's registry name.
@@ -118,7 +121,7 @@ class LinearLoss(ABC):
         task: ``"classification"`` (labels in {-1, +1}) or ``"regression"``.
         convex: whether z ↦ φ(z, y) is convex; True for every loss privopt offers, as Wang et
             al.'s (2022)
-            analysis requires (notes/002.md §1).
+            analysis requires (docs/theory/non-smooth-sgd.md).
     """
 
     name: str = field(init=False, repr=False)
@@ -170,8 +173,8 @@ class LinearLoss(ABC):
 
         At a kink the minimum-norm subgradient is returned (0 for the hinge at ``y z = 1`` and
         for the absolute loss at ``z = y``): a deterministic function of (w, x, y), as the
-        sensitivity argument of notes/002.md §2 requires, and one that satisfies the stated
-        Hölder inequality.
+        sensitivity argument of docs/theory/non-smooth-sgd.md requires, and one that satisfies the
+        stated Hölder inequality.
         """
         z, y = check_pointwise_inputs(z, y)
         return self._derivative(z, self._labels(y))
@@ -217,7 +220,7 @@ class LinearLoss(ABC):
     def holder(self, x_bound: float, y_bound: float | None = None) -> HolderConstants:
         r"""(α, L) with ``||∇ℓ(w) - ∇ℓ(w')|| <= L ||w - w'||^α`` for all w, w' and admissible data.
 
-        Derivation (notes/002.md §5): with ``z = <w, x>`` and ``z' = <w', x>``,
+        Derivation (docs/theory/non-smooth-sgd.md): with ``z = <w, x>`` and ``z' = <w', x>``,
 
         ``||∇ℓ(w) - ∇ℓ(w')|| = |φ'(z, y) - φ'(z', y)| ||x|| <= L_φ |<w - w', x>|^α ||x||
         <= L_φ ||x||^(1+α) ||w - w'||^α``  (Cauchy–Schwarz),
@@ -244,16 +247,16 @@ class LinearLoss(ABC):
         ``radius=None`` is the unbounded domain R^d; the result is ``math.inf`` where the loss
         is not Lipschitz there (least squares, q-norm regression and q-norm hinge with q > 1),
         and for regression losses whose derivative grows with |y| when ``y_bound`` is None.
-        This is the "tighter valid gradient bound" of notes/002.md §5; it never exceeds the
-        paper's :meth:`paper_gradient_bound` ``M + L radius^α`` (by the Hölder inequality).
-        It bounds the per-step sensitivity ``2 G`` of gradient perturbation.
+        This is the "tighter valid gradient bound" of docs/theory/non-smooth-sgd.md; it never
+        exceeds the paper's :meth:`paper_gradient_bound` ``M + L radius^α`` (by the Hölder
+        inequality). It bounds the per-step sensitivity ``2 G`` of gradient perturbation.
         """
         x_bound = check_bound("x_bound", x_bound)
         z_bound = check_radius(radius) * x_bound
         return float(x_bound * self._sup_abs_derivative(z_bound, self._y_bound(y_bound)))
 
     def gradient_bound_at_zero(self, x_bound: float, y_bound: float | None = None) -> float:
-        r"""``M = sup_z ||∇ℓ(0; z)|| = x_bound · sup_y |φ'(0, y)|`` (notes/002.md §1 and §5).
+        r"""``M = sup_z ||∇ℓ(0; z)|| = x_bound · sup_y |φ'(0, y)|`` (docs/theory/non-smooth-sgd.md).
 
         Enters the uniform-argument-stability bound (Theorem 7) through ``M + L R^α`` and
         ``c_{0,1} = M + L``. Infinite for least squares and q-norm regression (q > 1) without
@@ -262,7 +265,7 @@ class LinearLoss(ABC):
         return self.lipschitz(x_bound, y_bound, radius=0.0)
 
     def value_bound_at_zero(self, x_bound: float, y_bound: float | None = None) -> float:
-        r"""``M_0 = sup_z ℓ(0; z) = sup_y φ(0, y)`` (notes/002.md §1 and §5).
+        r"""``M_0 = sup_z ℓ(0; z) = sup_y φ(0, y)`` (docs/theory/non-smooth-sgd.md and §5).
 
         Needed by output perturbation on R^d (Theorem 7(a), through C_α of Lemma 20): 1 for the
         hinge family, log 2 for logistic, ψ(y_bound) for a regression loss ψ(z - y) (inf when
@@ -276,7 +279,7 @@ class LinearLoss(ABC):
         r"""``sup ℓ(w; x, y)`` over ``||w|| <= radius``: ``sup{φ(z, y) : |z| <= radius x_bound}``.
 
         Tight (attained for x parallel to w at the bounds), hence at most the paper's
-        ``M_0 + M R + L R^(1+α)`` (notes/002.md §1). ``radius=None`` (R^d) gives inf.
+        ``M_0 + M R + L R^(1+α)`` (docs/theory/non-smooth-sgd.md). ``radius=None`` (R^d) gives inf.
         """
         x_bound = check_bound("x_bound", x_bound)
         z_bound = check_radius(radius) * x_bound
@@ -285,12 +288,13 @@ class LinearLoss(ABC):
     def paper_gradient_bound(
         self, x_bound: float, y_bound: float | None = None, radius: float | None = None
     ) -> float:
-        r"""The paper's gradient bound ``M + L R^α`` (notes/002.md §1; Algorithm 2 line 2, §4).
+        r"""The paper's gradient bound ``M + L R^α`` (docs/theory/non-smooth-sgd.md; Algorithm 2
+        line 2, §4).
 
         Valid because ``||∇ℓ(w)|| <= ||∇ℓ(0)|| + L ||w||^α``. Uses ``0^0 = inf^0 = 1``
-        (notes/002.md §9.2), so for α = 0 it is ``M + L`` on every domain, R^d included (the
-        Remark 5 case of notes/002.md §4.5); for α > 0 it is inf on R^d. Use it for a
-        "faithful" reproduction; :meth:`lipschitz` is the tighter valid bound.
+        (docs/theory/non-smooth-sgd.md), so for α = 0 it is ``M + L`` on every domain, R^d included
+        (the Remark 5 case of docs/theory/non-smooth-sgd.md); for α > 0 it is inf on R^d. Use it for
+        a "faithful" reproduction; :meth:`lipschitz` is the tighter valid bound.
         """
         M = self.gradient_bound_at_zero(x_bound, y_bound)
         holder = self.holder(x_bound, y_bound)
@@ -323,7 +327,7 @@ class LinearLoss(ABC):
         Requires finite, non-empty X of shape (n, d) and y of shape (n,), labels in {-1, +1}
         for classification, ``||x_i|| <= x_bound`` and (regression, when given)
         ``|y_i| <= y_bound``. The constants are suprema over data within these bounds; data
-        outside them silently void every privacy guarantee (notes/002.md §9.1 item 2). A
+        outside them silently void every privacy guarantee (docs/theory/non-smooth-sgd.md item 2). A
         relative slack of 1e-12 absorbs the rounding of a recomputed norm of clipped rows.
         """
         X, y = check_design(X, y)

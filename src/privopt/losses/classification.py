@@ -7,7 +7,8 @@ r"""Margin losses for binary classification with labels y in {-1, +1}: ``φ(z, y
 * over ``|z| <= s`` the margin ranges over ``[-s, s]`` and, ψ being nonincreasing and convex,
   ``sup φ = ψ(-s)`` and ``sup |φ'| = |ψ'(-s)|``.
 
-Constants (notes/002.md §5; B_x = x_bound, R = radius, σ the sigmoid; M is G at R = 0):
+Constants (docs/theory/non-smooth-sgd.md; B_x = x_bound, R = radius, σ the sigmoid; M is G at R =
+0):
 
 * q-norm hinge ``max(0, 1 - y z)^q``, q in [1, 2]: α = q - 1, L_φ = q, L = q B_x^q,
   G = q B_x (1 + B_x R)^(q-1), M = q B_x, M_0 = 1.
@@ -76,7 +77,8 @@ class QNormHingeLoss(MarginLoss):
     ``ψ'(u) = -q max(0, 1 - u)^(q-1)``, taken as 0 for ``u >= 1`` (also at the kink u = 1 when
     q = 1). Hölder: α = q - 1, L_φ = q, because ``t ↦ max(0, t)^p`` (p = q - 1 in [0, 1]) is
     p-Hölder with constant 1 (subadditivity of t^p; for p = 0 it jumps by 1), attained for
-    u' >= 1 (notes/002.md §5). q < 1 (non-convex) and q > 2 (not Hölder) raise ValueError.
+    u' >= 1 (docs/theory/non-smooth-sgd.md). q < 1 (non-convex) and q > 2 (not Hölder) raise
+    ValueError.
     """
 
     q: float
@@ -96,7 +98,7 @@ class QNormHingeLoss(MarginLoss):
         return np.where(slack > 0.0, -self.q * slack ** (self.q - 1.0), 0.0)
 
     def phi_holder(self) -> HolderConstants:
-        """α = q - 1, L_φ = q (notes/002.md §5, "q-norm hinge" row)."""
+        """α = q - 1, L_φ = q (docs/theory/non-smooth-sgd.md, "q-norm hinge" row)."""
         return HolderConstants(alpha=self.q - 1.0, L=self.q)
 
 
@@ -105,7 +107,7 @@ class HingeLoss(QNormHingeLoss):
     r"""Hinge ``max(0, 1 - y z)`` (SVM); subgradient ``-y 1[y z < 1]`` (0 at the kink).
 
     α = 0, L_φ = 1: two subgradients differ by at most ``||x|| <= B_x``, so L = B_x and the
-    loss is B_x-Lipschitz on R^d (notes/002.md §5, "hinge" row).
+    loss is B_x-Lipschitz on R^d (docs/theory/non-smooth-sgd.md, "hinge" row).
     """
 
     q: float = field(default=1.0, init=False, repr=False)
@@ -116,7 +118,8 @@ class HingeLoss(QNormHingeLoss):
 class SquaredHingeLoss(QNormHingeLoss):
     r"""Squared hinge ``max(0, 1 - y z)^2``; derivative ``-2 y max(0, 1 - y z)``.
 
-    α = 1, L_φ = 2, L = 2 B_x^2; not Lipschitz on R^d (notes/002.md §5, "squared hinge" row).
+    α = 1, L_φ = 2, L = 2 B_x^2; not Lipschitz on R^d (docs/theory/non-smooth-sgd.md, "squared
+    hinge" row).
     """
 
     q: float = field(default=2.0, init=False, repr=False)
@@ -129,7 +132,8 @@ class LogisticLoss(MarginLoss):
 
     ``ψ'(u) = -σ(-u)`` (σ the sigmoid, via ``scipy.special.expit``), ``ψ'' = σ(u) σ(-u) <= 1/4``,
     so α = 1, L_φ = 1/4 and L = B_x^2 / 4; ``|ψ'| < 1`` gives G = B_x σ(B_x R) <= B_x on any
-    domain, M = B_x / 2 and M_0 = log 2 (notes/002.md §5, "logistic" row; not in the paper).
+    domain, M = B_x / 2 and M_0 = log 2 (docs/theory/non-smooth-sgd.md, "logistic" row; not in the
+    paper).
     """
 
     name: str = field(default="logistic", init=False, repr=False)

@@ -67,7 +67,8 @@ def get_loss(name: str | LinearLoss, **params: float) -> LinearLoss:
     if key in _NON_CONVEX:
         raise ValueError(
             f"Loss {name!r} is not convex; Wang et al.'s (2022) stability and privacy analysis "
-            f"(notes/002.md §1) needs a convex loss. Convex losses: {', '.join(LOSS_NAMES)}."
+            f"(docs/theory/non-smooth-sgd.md) needs a convex loss. Convex losses: "
+            f"{', '.join(LOSS_NAMES)}."
         )
     if key not in _LOSSES:
         known = ", ".join([*LOSS_NAMES, *(f"{a} (= {c})" for a, c in LOSS_ALIASES.items())])

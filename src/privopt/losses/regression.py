@@ -8,7 +8,8 @@ With the residual ``r = z - y``:
   over ``[-(s + B_y), s + B_y]``, so ``sup φ = ψ(s + B_y)`` and ``sup |φ'| = |ψ'(s + B_y)|``.
   Without a bound on |y| (``y_bound=None``) these are taken at ``B_y = inf``.
 
-Constants (notes/002.md §5; B_x = x_bound, B_y = y_bound, R = radius, t = B_x R + B_y):
+Constants (docs/theory/non-smooth-sgd.md; B_x = x_bound, B_y = y_bound, R = radius, t = B_x R +
+B_y):
 
 * least squares ``r^2 / 2`` (the paper's ``r^2`` halved): α = 1, L_φ = 1, L = B_x^2,
   G = B_x t, M = B_x B_y, M_0 = B_y^2 / 2; not Lipschitz on R^d.
@@ -64,7 +65,7 @@ class SquaredLoss(ResidualLoss):
     r"""Least squares ``(z - y)^2 / 2``; derivative ``z - y``.
 
     α = 1, L_φ = 1, so L = B_x^2; ``G = B_x (B_x R + B_y)`` is finite only on a bounded domain
-    with bounded targets (notes/002.md §5, least squares row, ½-scaled: L = B_x^2,
+    with bounded targets (docs/theory/non-smooth-sgd.md, least squares row, ½-scaled: L = B_x^2,
     M = B_y B_x, M_0 = B_y^2 / 2).
     """
 
@@ -87,8 +88,8 @@ class SquaredLoss(ResidualLoss):
 class QNormLoss(ResidualLoss):
     r"""q-norm regression ``|y - z|^q`` for q in [1, 2]; derivative ``q sign(r) |r|^(q-1)``.
 
-    Hölder: α = q - 1 and L_φ = q 2^(2-q) (notes/002.md §5): with p = q - 1, residuals of the
-    same sign give ``|a^p - b^p| <= |a - b|^p`` (subadditivity of t^p); opposite signs give
+    Hölder: α = q - 1 and L_φ = q 2^(2-q) (docs/theory/non-smooth-sgd.md): with p = q - 1, residuals
+    of the same sign give ``|a^p - b^p| <= |a - b|^p`` (subadditivity of t^p); opposite signs give
     ``a^p + b^p <= 2^(1-p) (a + b)^p`` (concavity), attained at ``r' = -r``. So L_φ = 2 for both
     q = 1 (the sign jumps by 2) and q = 2 (φ'' = 2). q < 1 (non-convex) and q > 2 (φ' not
     Hölder) raise ValueError.
@@ -110,7 +111,7 @@ class QNormLoss(ResidualLoss):
         return self.q * np.sign(r) * np.abs(r) ** (self.q - 1.0)
 
     def phi_holder(self) -> HolderConstants:
-        """α = q - 1, L_φ = q 2^(2-q) (notes/002.md §5, "q-norm regression" row)."""
+        """α = q - 1, L_φ = q 2^(2-q) (docs/theory/non-smooth-sgd.md, "q-norm regression" row)."""
         return HolderConstants(alpha=self.q - 1.0, L=self.q * 2.0 ** (2.0 - self.q))
 
 
@@ -119,7 +120,7 @@ class AbsoluteLoss(QNormLoss):
     r"""Absolute ``|z - y|`` (robust regression); subgradient ``sign(z - y)``, 0 at z = y.
 
     α = 0, L_φ = 2 (the subgradient ranges over [-1, 1]), so L = 2 B_x, and the loss is
-    B_x-Lipschitz on R^d (notes/002.md §5, "absolute" row).
+    B_x-Lipschitz on R^d (docs/theory/non-smooth-sgd.md, "absolute" row).
     """
 
     q: float = field(default=1.0, init=False, repr=False)
@@ -131,10 +132,10 @@ class HuberLoss(ResidualLoss):
     r"""Huber: ``r^2 / 2`` if ``|r| <= δ``, else ``δ (|r| - δ / 2)``; derivative ``clip(r, -δ, δ)``.
 
     The scaling of scikit-learn's ``SGDRegressor(loss="huber", epsilon=δ)`` and of
-    notes/002.md §5. φ'' is 1 on [-δ, δ] and 0 beyond, so α = 1, L_φ = 1 (not 1/δ: that is the
-    constant of the δ^{-1}-scaled variant ``r^2 / (2δ)``, ``|r| - δ/2``), and L = B_x^2. Since
-    ``|φ'| <= δ`` it is also 0-Hölder with L_φ = 2δ, and Lipschitz on R^d with
-    G = B_x min(δ, B_x R + B_y). Not in the paper (notes/002.md §5).
+    docs/theory/non-smooth-sgd.md. φ'' is 1 on [-δ, δ] and 0 beyond, so α = 1, L_φ = 1 (not 1/δ:
+    that is the constant of the δ^{-1}-scaled variant ``r^2 / (2δ)``, ``|r| - δ/2``), and L = B_x^2.
+    Since ``|φ'| <= δ`` it is also 0-Hölder with L_φ = 2δ, and Lipschitz on R^d with
+    G = B_x min(δ, B_x R + B_y). Not in the paper (docs/theory/non-smooth-sgd.md).
 
     Attributes:
         delta: the threshold δ > 0 between the quadratic and the linear part (default 1.0).

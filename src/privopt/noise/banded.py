@@ -1,6 +1,6 @@
 """Banded correlated noise: an encoder C with L bands, streamed with L - 1 model-sized buffers.
 
-notes/blt_and_adaptive_clipping.md §4. C is lower-triangular with ``C[t, i] = 0`` for
+docs/theory/blt-and-adaptive-clipping.md. C is lower-triangular with ``C[t, i] = 0`` for
 ``t - i >= L`` ("L-banded": L non-zero diagonals, the main one included). The per-step noise is
 ``(C^-1 z)_t`` (privopt's ``B = C^-1``, :mod:`privopt.noise.base`), computed by forward
 substitution over the last L - 1 outputs (§4.1, [Band23] Alg. 9):

@@ -2,9 +2,9 @@
 
 A mechanism privatises a stream of T gradient contributions by adding, at step t, the noise ``(B
 w)_t`` where ``w`` stacks independent N(0, std^2 I_d) vectors (one per *noise source*) and B is
-lower-triangular (causal). In the matrix-mechanism view (notes/001.md §2.2) the release is a
-post-processing of the single Gaussian mechanism ``C G + W`` with ``C = B^{-1}``, so privacy is
-set by the sensitivity of C: the largest l2 norm of ``sum_{i in P} C e_i`` over the
+lower-triangular (causal). In the matrix-mechanism view (docs/theory/correlated-noise.md) the
+release is a post-processing of the single Gaussian mechanism ``C G + W`` with ``C = B^{-1}``, so
+privacy is set by the sensitivity of C: the largest l2 norm of ``sum_{i in P} C e_i`` over the
 participation patterns P one record can have.
 
 Notation
@@ -374,7 +374,8 @@ class Mechanism(ABC):
         return self._make_stream(dim, std, source, covariance, **options)
 
     def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
-        """Objective (3) of notes/001.md normalised by sensitivity: sens^2 * ||A B||_F^2.
+        """Objective (3) of docs/theory/correlated-noise.md normalised by sensitivity: sens^2 * ||A
+        B||_F^2.
 
         A is the T x T lower-triangular all-ones (prefix-sum) matrix. For the tree mechanism, whose
         B already releases prefix sums, A B is replaced by B itself (its ``_prefix_workload``).
@@ -386,7 +387,7 @@ class Mechanism(ABC):
         self, steps: int, participation: Participation = SINGLE
     ) -> tuple[float, float]:
         """(max loss, mean loss) for the prefix-sum workload: sens^2 times the largest and the
-        mean squared row norm of A B (notes/blt_and_adaptive_clipping.md §1.3; the mean loss is
+        mean squared row norm of A B (docs/theory/blt-and-adaptive-clipping.md; the mean loss is
         :meth:`prefix_sum_error` / T). Dense here; Toeplitz and BLT mechanisms override it."""
         rows = np.sum(self._prefix_workload(steps) ** 2, axis=1)
         sens2 = self.sensitivity_squared(steps, participation)

@@ -1,6 +1,6 @@
 """Buffered Linear Toeplitz (BLT) correlated noise: d model-sized buffers, no history.
 
-A degree-d BLT (notes/blt_and_adaptive_clipping.md §2.1) is the lower-triangular Toeplitz encoder
+A degree-d BLT (docs/theory/blt-and-adaptive-clipping.md) is the lower-triangular Toeplitz encoder
 C with first column
 
     c_0 = 1,   c_t = sum_j omega_j theta_j^(t-1)   (t >= 1),

@@ -5,20 +5,23 @@ standard-normal vector z to Σ^{1/2} z, so every noise source is N(0, std^2 Σ) 
 across steps (B) is unchanged (the map is linear and acts per step). Operators never form a d x d
 matrix unless asked to for tests (:meth:`CovarianceOperator.dense`).
 
-Every operator offers the operations DP-FTRL-Σ (notes/003.md §2.1, §3.4) needs, uniformly:
+Every operator offers the operations DP-FTRL-Σ (docs/theory/overparameterised-regression.md, §3.4)
+needs, uniformly:
 
 =============================  ===================================================================
 ``sqrt_apply(z)``              Σ^{1/2} z (symmetric square root; maps N(0, I) to N(0, Σ))
 ``apply(v)`` / ``solve(v)``    Σ v and Σ^{-1} v
 ``inv_sqrt_apply(v)``          Σ^{-1/2} v, so that ||Σ^{-1/2} v||_2 = ||v||_{Σ^{-1}}
 ``inv_norm(v)``                the Mahalanobis norm ||v||_{Σ^{-1}} = sqrt(v^T Σ^{-1} v), row-wise:
-                               the per-example clipping norm of DP-FTRL-Σ (notes/003.md §1 [FIX]:
-                               the *non-squared* norm)
-``inv_norm_squared(v)``        v^T Σ^{-1} v (the squared form of Lemma 2.6, notes/003.md §3.1)
-``sample(rng, size)``          draws from N(0, Σ), one per row
-``trace()``, ``diagonal()``,   tr Σ, diag Σ and diag Σ^{-1}; with them ``trace_with(h)`` =
+                               the per-example clipping norm of DP-FTRL-Σ
+                               (docs/theory/overparameterised-regression.md [FIX]: the *non-squared*
+                               norm)
+``inv_norm_squared(v)``        v^T Σ^{-1} v (the squared form of Lemma 2.6,
+docs/theory/overparameterised-regression.md) ``sample(rng, size)``          draws from N(0, Σ), one
+per row ``trace()``, ``diagonal()``,   tr Σ, diag Σ and diag Σ^{-1}; with them ``trace_with(h)`` =
 ``inv_diagonal()``             tr(Σ diag(h)) and ``inv_trace_with(h)`` = tr(Σ^{-1} diag(h)), e.g.
-                               tr(Σ^{-1} H) of the clip constant C (notes/003.md §5.1, §8.1)
+                               tr(Σ^{-1} H) of the clip constant C
+                               (docs/theory/overparameterised-regression.md, §8.1)
 =============================  ===================================================================
 
 Vectors are the last axis: a ``(d,)`` array is one vector, a ``(k, d)`` array is k row vectors.
@@ -110,7 +113,8 @@ class CovarianceOperator(ABC):
         return float(self.diagonal() @ self._check_diagonal(h))
 
     def inv_trace_with(self, h: np.ndarray) -> float:
-        """tr(Σ^{-1} diag(h)), e.g. tr(Σ^{-1} H) for a diagonal H (notes/003.md §5.1)."""
+        """tr(Σ^{-1} diag(h)), e.g. tr(Σ^{-1} H) for a diagonal H
+        (docs/theory/overparameterised-regression.md)."""
         return float(self.inv_diagonal() @ self._check_diagonal(h))
 
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
@@ -204,7 +208,8 @@ class DiagonalCovariance(CovarianceOperator):
 
 
 class LowRankPlusRidgeCovariance(CovarianceOperator):
-    r"""The public-data design Σ = (λ I + X̃^T X̃) / M of the DP-FTRL-Σ paper (notes/003.md §2.4,
+    r"""The public-data design Σ = (λ I + X̃^T X̃) / M of the DP-FTRL-Σ paper
+    (docs/theory/overparameterised-regression.md,
     eq. (3.2)).
 
     ``public_X`` holds M public *unlabeled* rows x̃_1..x̃_M of width d (the paper's X̃ is the
@@ -215,8 +220,8 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
         \Sigma = a I + \hat H = a I + F^\top F, \qquad a = \lambda / M,
 
     where F (r x d, r = min(M, d)) is X̃/√M when M <= d and the triangular factor of a QR of
-    X̃/√M otherwise (same F^T F). Nothing d x d is ever formed (notes/003.md §8.1,
-    ``LowRankPlusIdentity``).
+    X̃/√M otherwise (same F^T F). Nothing d x d is ever formed
+    (docs/theory/overparameterised-regression.md, ``LowRankPlusIdentity``).
 
     **Thin SVD through the Gram matrix.** With X̃/√M = P S W^T (thin SVD), F F^T = P S^2 P^T is an
     r x r eigendecomposition (cost O(d r^2), one BLAS ``syrk``), and μ = s^2 are the nonzero
@@ -239,22 +244,26 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
 
     **Sampling** (exact): a draw of N(0, Σ) is √a g + F^T h with g ~ N(0, I_d) and
     h ~ N(0, I_r). For M <= d this is literally (√λ g + X̃^T h)/√M with h ~ N(0, I_M)
-    (notes/003.md §8.1); for M > d, F^T h has the same law N(0, X̃^T X̃/M).
+    (docs/theory/overparameterised-regression.md); for M > d, F^T h has the same law N(0, X̃^T
+    X̃/M).
 
     Forming F F^T squares the singular values, but they enter only through a + μ, so every
     product keeps a relative error of O(eps · cond(Σ)) (tested against dense solves to 1e-10).
 
-    **Mahalanobis norm** (the clipping norm of DP-FTRL-Σ, notes/003.md §1 [FIX], §3.4):
+    **Mahalanobis norm** (the clipping norm of DP-FTRL-Σ,
+    docs/theory/overparameterised-regression.md [FIX], §3.4):
     ||v||^2_{Σ^{-1}} = (||v||^2 - Σ_j c_j^2/(a+μ_j))/a with c = P^T F v. The subtraction
     loses about eps · cond(Σ) relatively (cond(Σ) = (a + μ_max)/a, benign for the paper's
-    a = 1/(Nη), notes/003.md §8.1); the result is clamped to the exact bounds
+    a = 1/(Nη), docs/theory/overparameterised-regression.md); the result is clamped to the exact
+    bounds
     ||v||^2/(a+μ_max) <= v^T Σ^{-1} v <= ||v||^2/a.
 
     **Positive definiteness** needs λ > 0: Ĥ has rank at most M, so for M < d Σ would be
-    singular with λ = 0 (notes/003.md §8.2). λ -> 0 also blows up tr(Σ^{-1} H) and the clip
-    constant (notes/003.md §2.4). Privacy holds for any fixed, public, positive-definite Σ used
-    for both clipping and noise; the rows must be public and disjoint from the private data
-    (notes/003.md §2.4 [IMPL], §3.4 item 5).
+    singular with λ = 0 (docs/theory/overparameterised-regression.md). λ -> 0 also blows up
+    tr(Σ^{-1} H) and the clip constant (docs/theory/overparameterised-regression.md). Privacy holds
+    for any fixed, public, positive-definite Σ used for both clipping and noise; the rows must be
+    public and disjoint from the private data (docs/theory/overparameterised-regression.md [IMPL],
+    §3.4 item 5).
 
     Parameters
     ----------
@@ -266,7 +275,8 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
     center : bool
         If true, subtract the column mean of ``public_X`` first (Ĥ becomes the sample
         covariance). The paper's design (3.2) uses the *uncentred* second moment, matching
-        H = E[x x^T] for zero-mean x (notes/003.md §1), so the default is False.
+        H = E[x x^T] for zero-mean x (docs/theory/overparameterised-regression.md), so the default
+        is False.
 
     Examples
     --------
@@ -293,7 +303,7 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
             raise ValueError(
                 "public_X has no rows (M = 0): the low-rank-plus-ridge Σ needs at least one "
                 "public unlabeled row; without public data use IdentityCovariance "
-                "(notes/003.md §2.4)."
+                "(docs/theory/overparameterised-regression.md)."
             )
         if d == 0:
             raise ValueError("public_X has no columns (d = 0): expected d >= 1 features.")
@@ -317,7 +327,7 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
             )
             raise ValueError(
                 f"Expected ridge (lambda) > 0 and finite, got {ridge!r}: Σ = (lambda I + X̃^T X̃)/M "
-                f"must be positive definite; {why} (notes/003.md §2.4, §8.2)."
+                f"must be positive definite; {why} (docs/theory/overparameterised-regression.md)."
             )
         if not isinstance(center, bool | np.bool_):
             raise ValueError(f"Expected center to be a bool, got {center!r}.")
@@ -371,13 +381,14 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
         step_size: float | None = None,
         center: bool = False,
     ) -> LowRankPlusRidgeCovariance:
-        r"""Σ = (λ I + X̃^T X̃)/M designed from M public unlabeled rows (notes/003.md §2.4, (3.2)).
+        r"""Σ = (λ I + X̃^T X̃)/M designed from M public unlabeled rows
+        (docs/theory/overparameterised-regression.md, (3.2)).
 
         Give either ``ridge`` = λ directly, or the training size N = ``n_samples`` and step size
         η = ``step_size`` of DP-FTRL-Σ, in which case λ = M/(Nη) as in the paper's utility
-        theory (Corollary 4.5; notes/003.md §2.4 and §5.4), i.e. Σ = I/(Nη) + X̃^T X̃/M. The
-        paper's analysis assumes M >= N (Cor. 4.5); smaller M is allowed (an ablation,
-        notes/003.md §6 E5) and stays positive definite.
+        theory (Corollary 4.5; docs/theory/overparameterised-regression.md and §5.4), i.e. Σ =
+        I/(Nη) + X̃^T X̃/M. The paper's analysis assumes M >= N (Cor. 4.5); smaller M is allowed (an
+        ablation, docs/theory/overparameterised-regression.md E5) and stays positive definite.
         """
         M = np.shape(public_X)[0] if np.ndim(public_X) >= 1 else 0
         by_training = n_samples is not None or step_size is not None
@@ -389,7 +400,8 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
             if n_samples is None or step_size is None:
                 raise ValueError(
                     "Give ridge, or both n_samples (N) and step_size (eta) for the paper's "
-                    "ridge = M / (N * eta) (Corollary 4.5, notes/003.md §2.4)."
+                    "ridge = M / (N * eta) (Corollary 4.5, "
+                    "docs/theory/overparameterised-regression.md)."
                 )
             n = check_count("n_samples", n_samples)
             eta = check_positive("step_size", step_size)
@@ -501,8 +513,9 @@ class LowRankPlusRidgeCovariance(CovarianceOperator):
     def sample(self, rng: np.random.Generator, size: int | None = None) -> np.ndarray:
         """Exact draws of N(0, Σ): √a g + F^T h, g ~ N(0, I_d), h ~ N(0, I_r) (g drawn first).
 
-        For M <= d this is (√λ g + X̃^T h)/√M with h ~ N(0, I_M) (notes/003.md §8.1). Shape
-        (d,) if ``size`` is None, else (size, d).
+        For M <= d this is (√λ g + X̃^T h)/√M with h ~ N(0, I_M)
+        (docs/theory/overparameterised-regression.md). Shape (d,) if ``size`` is None, else (size,
+        d).
         """
         rng = _check_rng(rng)
         k = 1 if size is None else check_count("size", size)

@@ -1,4 +1,5 @@
-"""Sensitivity of an encoder C under single and multiple participation (notes/001.md §3.2, §3.4).
+"""Sensitivity of an encoder C under single and multiple participation
+(docs/theory/correlated-noise.md).
 
 With one participation the l2 sensitivity is the largest column norm of C. With at most k
 participations, any two at least b steps apart, it is

@@ -1,11 +1,12 @@
 """Lower-triangular Toeplitz correlations: nu-DP-FTRL, optimal continual counting, anti-PGD, custom.
 
-With ``B = Toeplitz(beta)`` the noise of step t is ``sum_{k<=t} beta_k w_{t-k}`` (notes/001.md
-Eq. (13)), and ``C = B^{-1}`` is Toeplitz with the coefficients ``c`` of ``1 / beta(x)``. Since the
-top-left block of C is the inverse of the top-left block of B, the largest column norm is column 0:
-``gamma_T^2 = sum_{t<T} c_t^2``, non-decreasing in T (notes/001.md §3.2).
+With ``B = Toeplitz(beta)`` the noise of step t is ``sum_{k<=t} beta_k w_{t-k}``
+(docs/theory/correlated-noise.md Eq. (13)), and ``C = B^{-1}`` is Toeplitz with the coefficients
+``c`` of ``1 / beta(x)``. Since the top-left block of C is the inverse of the top-left block of B,
+the largest column norm is column 0: ``gamma_T^2 = sum_{t<T} c_t^2``, non-decreasing in T
+(docs/theory/correlated-noise.md).
 
-Factories (notes/001.md §2.5):
+Factories (docs/theory/correlated-noise.md):
 
 =========================  ============================================  ==========================
 factory                    beta                                          anytime sensitivity^2
@@ -184,7 +185,7 @@ class ToeplitzMechanism(Mechanism):
 
     def prefix_sum_error(self, steps: int, participation: Participation = SINGLE) -> float:
         """sens^2 ||A B||_F^2 in O(T): A B is Toeplitz with coefficients cumsum(beta), so
-        ||A B||_F^2 = sum_m (T - m) (cumsum beta)_m^2 (notes/001.md §2.2)."""
+        ||A B||_F^2 = sum_m (T - m) (cumsum beta)_m^2 (docs/theory/correlated-noise.md)."""
         steps = check_count("steps", steps)
         frobenius = float(np.sum((steps - np.arange(steps)) * self._prefix_squares(steps)))
         return self.sensitivity_squared(steps, participation) * frobenius
@@ -377,7 +378,8 @@ def custom(beta: np.ndarray | list[float], name: str = "custom") -> ToeplitzMech
     its C = 1/beta(x) stays dense, so min-separation never separates a record's columns and the
     §3.1 sensitivity is exact only for non-negative, non-increasing C (else a warned bound).
     To band the encoder C instead (exact sensitivity for min_sep >= L, an (L - 1) d ring-buffer
-    stream), use :func:`privopt.noise.banded_toeplitz` (notes/blt_and_adaptive_clipping.md §4)."""
+    stream), use :func:`privopt.noise.banded_toeplitz`
+    (docs/theory/blt-and-adaptive-clipping.md)."""
     coeffs = check_coefficient_vector(beta, "beta coefficients", "beta_0", "B")
     nonzero = np.flatnonzero(coeffs)
     coeffs = coeffs[: nonzero[-1] + 1]

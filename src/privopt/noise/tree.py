@@ -4,8 +4,8 @@ Seeds 003 (Algorithm 3) and 004 (Lemma 8) release noisy prefix sums ``sum_{tau<=
 stream. Node (k, j) covers steps [j 2^k, (j + 1) 2^k) and gets its own N(0, std^2 I) noise once
 it is complete. The prefix [0, t] is the dyadic decomposition of t + 1: for every bit k set in t
 + 1 the node j = ((t + 1) >> k) - 1 of level k. So the prefix at step t uses **popcount(t + 1)**
-nodes, all complete by step t (notes/003.md §2.3 corrects the paper's popcount(t) indexing), and
-its noise has per-coordinate variance std^2 popcount(t + 1).
+nodes, all complete by step t (docs/theory/overparameterised-regression.md corrects the paper's
+popcount(t) indexing), and its noise has per-coordinate variance std^2 popcount(t + 1).
 
 Matrix view: ``C`` (nodes x T) is the node-membership matrix, ``B`` (T x nodes) selects the nodes
 of each prefix, and ``B C = A`` (lower-triangular all-ones). A step lies in one node per level, so
@@ -126,7 +126,8 @@ class TreeAggregation(Mechanism):
     def levels(steps: int) -> int:
         """floor(log2 T) + 1: the levels holding a complete node that contains step 0, the most
         complete nodes any leaf belongs to (so the single-participation sensitivity^2). The
-        bound ceil(log2 T) + 1 of notes/003.md §3.4 item 3 counts a level whose node containing
+        bound ceil(log2 T) + 1 of docs/theory/overparameterised-regression.md item 3 counts a level
+        whose node containing
         step 0 never completes when T is not a power of two; both agree at powers of two."""
         return check_count("steps", steps).bit_length()
 
@@ -315,11 +316,12 @@ class PrefixSumTree:
 
     ``add(g, std)`` takes the step's vector and returns the noisy prefix sum sum_{j<=t} g_j plus
     the noises of the popcount(t + 1) complete nodes of the dyadic decomposition of [0, t]
-    (notes/003.md §2.3 [FIX] and its streaming form). It is :class:`TreeAggregation`'s stream
-    (one tree implementation): a node draws its noise once, when it completes, from
-    N(0, std^2 Σ) with the ``std`` passed at that step (:meth:`TreeStream.next_scaled`); callers
-    pass a running maximum so a node's scale covers all of its leaves. Memory O(d log T); the
-    exact running sum is internal and never released. The noise key is drawn from ``rng``.
+    (docs/theory/overparameterised-regression.md [FIX] and its streaming form). It is
+    :class:`TreeAggregation`'s stream (one tree implementation): a node draws its noise once, when
+    it completes, from N(0, std^2 Σ) with the ``std`` passed at that step
+    (:meth:`TreeStream.next_scaled`); callers pass a running maximum so a node's scale covers all of
+    its leaves. Memory O(d log T); the exact running sum is internal and never released. The noise
+    key is drawn from ``rng``.
 
     Args:
         dim: d.

@@ -1,4 +1,4 @@
-"""Choosing nu for nu-DP-FTRL by the normalised prefix-sum error (notes/001.md §2.2, §6.1).
+"""Choosing nu for nu-DP-FTRL by the normalised prefix-sum error (docs/theory/correlated-noise.md).
 
 The same data-independent objective chooses the restart period of Honaker-tree increments
 (:func:`tree_restart_candidates`), for the training plans and the CIFAR-style reproduction alike.

@@ -1,7 +1,7 @@
 """Theorem 3.1 of Choquette-Choo et al. (2024): a convex-program bound on F_inf for smooth, strongly
 convex problems.
 
-Setting (notes/001.md §4.6; paper Section 3 and Appendix E)
+Setting (docs/theory/correlated-noise.md; paper Section 3 and Appendix E)
 ===========================================================
 
 F is mu-strongly convex and L-smooth, gradients are G-Lipschitz (so clipping at G never binds)
@@ -38,7 +38,7 @@ infimum over (psi, lambda), a convex program. Each 2 x 2 constraint is the rotat
 cone ``a >= 0, b >= 0, a b >= |c|^2`` with a = N_11, b = N_22, c = N_12, imposed as the SOC
 ``||(2 Re c, 2 Im c, a - b)|| <= a + b``.
 
-Constants and conventions (notes/001.md §4.6 and §7 item 3)
+Constants and conventions (docs/theory/correlated-noise.md and §7 item 3)
 -----------------------------------------------------------
 * ``value`` is the bound on the excess risk F(theta) - F(theta*) (the library's convention,
   with the 1/2 of smoothness); ``distance`` is the bound on lim E ||theta - theta*||^2. For the
@@ -254,7 +254,7 @@ def convex_program_bound(
 
     with sigma^2 = G^2 gamma_inf^2(B) / (2 rho). ``distance`` is that optimum (a bound on
     lim E ||theta - theta*||^2) and ``value = L / 2 * distance`` bounds the excess risk. The
-    paper's printed (10) is 4x ``value`` and E.1 is 8x (notes/001.md §4.6, §7 item 3).
+    paper's printed (10) is 4x ``value`` and E.1 is 8x (docs/theory/correlated-noise.md, §7 item 3).
 
     Args:
         beta_or_mechanism: a :class:`~privopt.noise.ToeplitzMechanism` (|B|^2 from its beta,
@@ -338,7 +338,7 @@ def optimized_correlation(
     * psi-step: for fixed B, solve the SOCP of :func:`convex_program_bound` for (psi, lambda);
     * B-step: for fixed psi, minimise (1/k sum |B|^2 psi)(1/k sum |B|^{-2}); by Cauchy–Schwarz
       the minimiser is |B|^2 proportional to psi^{-1/2}, with value (1/k sum psi^{1/2})^2
-      (notes/001.md §2.5.7). The sigma_sgd term does not depend on B.
+      (docs/theory/correlated-noise.md). The sigma_sgd term does not depend on B.
 
     The B-step lowers J at fixed (psi, lambda), and the psi-step keeps the previous multiplier
     if the solver's is not better, so ``bounds`` is non-increasing. It starts from nu-DP-FTRL

@@ -3,7 +3,7 @@ r"""Recommended (T, η) for private SGD on α-Hölder losses (Wang et al. 2022, 
 The utility theorems of Wang et al. (2022) fix the number of SGD steps T (= gradient evaluations,
 batch
 size 1) and the constant step size η as functions of (α, n, d, ε, δ, γ), where γ is the
-failure probability of the utility statement (notes/002.md §6.2–6.4):
+failure probability of the utility statement (docs/theory/non-smooth-sgd.md–6.4):
 
 ==========  ======================  ==========  =========================================
 theorem     algorithm               domain      T ≍ n^k
@@ -14,12 +14,13 @@ theorem     algorithm               domain      T ≍ n^k
 12          gradient perturbation   ball        k = (2-α)/(1+α) if α < 1/2, else 1
 ==========  ======================  ==========  =========================================
 
-(exponent table: notes/002.md §6.6). The step sizes are
+(exponent table: docs/theory/non-smooth-sgd.md). The step sizes are
 
 * Theorem 9: ``η = n^{1/(3+α)} / (T log(1/γ)^{1/(3+α)})``, i.e. ``Tη = (n/log(1/γ))^{1/(3+α)}``;
 * Theorem 10: ``η = 1 / (T max{a, b})``, ``a = sqrt(log(n/δ) log(n) log(1/γ) / n)``,
   ``b = (d log(1/δ))^{1/4} sqrt(log(n/δ)) log(1/γ)^{1/8} / sqrt(nε)``;
-* Theorem 12 (**erratum fixed**, notes/002.md §6.4 and §11 item 2): ``η = 1 / (T max{a, b})``
+* Theorem 12 (**erratum fixed**, docs/theory/non-smooth-sgd.md and §11 item 2): ``η = 1 / (T max{a,
+b})``
   with ``a = sqrt(log(n) log(n/γ) log(1/γ) / n)``, ``b = sqrt(d log(1/δ)) log(1/γ)^{1/4} / (nε)``;
   the paper prints ``η = max{a, b} / T``, which contradicts its own rate and its assumption
   ``η > 1/T``.
@@ -28,7 +29,7 @@ The theorems state T only up to a constant ("≍") and hide constants; this modu
 hidden constant to 1 (``steps_scale`` and ``eta_scale`` expose them). Privacy never depends on
 these choices: the DP algorithms calibrate their noise to the T and η they actually run. Only
 the utility guarantees do, including their validity range for γ (``γ > 4 max{e^{-d/8}, δ}`` for
-Theorems 9 and 10, ``γ > 18 e^{-Td/8}`` for Theorem 12; notes/002.md §9.2).
+Theorems 9 and 10, ``γ > 18 e^{-Td/8}`` for Theorem 12; docs/theory/non-smooth-sgd.md).
 
 >>> s = recommended_schedule(alpha=0.0, n=1000, d=50, epsilon=1.0, delta=1e-6,
 ...                          perturbation="output", bounded=True)
@@ -74,13 +75,14 @@ _PERTURBATIONS = ("output", "gradient")
 
 
 def steps_exponent(alpha: float, *, bounded: bool) -> float:
-    r"""The exponent k in ``T ≍ n^k`` of Wang et al.'s (2022) utility theorems (notes/002.md §6.6).
+    r"""The exponent k in ``T ≍ n^k`` of Wang et al.'s (2022) utility theorems
+    (docs/theory/non-smooth-sgd.md).
 
     * ``bounded=True`` (Theorems 10 and 12, ``W ⊆ B(0, R)``): ``k = (2-α)/(1+α)`` for
       α < 1/2, else 1;
     * ``bounded=False`` (Theorem 9, ``W = R^d``): ``k = (6-3α-α²)/((1+α)(3+α))`` for
       ``α < (√73-7)/4 ≈ 0.386``, else 1. (The paper's statement uses ``<``, its proof ``<=``;
-      both give k = 1 at the cut-off, notes/002.md §11 item 13.)
+      both give k = 1 at the cut-off, docs/theory/non-smooth-sgd.md item 13.)
 
     Both are 2 at α = 0 (hinge, absolute loss: ``n^2`` gradients) and 1 (linear) for smooth
     enough losses.
@@ -118,7 +120,8 @@ def _check_common(n: object, steps: object, gamma: object) -> tuple[int, int, fl
 
 
 def theorem9_step_size(*, n: int, steps: int, alpha: float, failure_probability: float) -> float:
-    r"""Theorem 9's step size: ``η = n^{1/(3+α)} / (T log(1/γ)^{1/(3+α)})`` (notes/002.md §6.2).
+    r"""Theorem 9's step size: ``η = n^{1/(3+α)} / (T log(1/γ)^{1/(3+α)})``
+    (docs/theory/non-smooth-sgd.md).
 
     Output perturbation on ``W = R^d``; ``T η = (n / log(1/γ))^{1/(3+α)}`` depends on neither
     ε nor d. Hidden constant 1.
@@ -134,7 +137,7 @@ def theorem9_step_size(*, n: int, steps: int, alpha: float, failure_probability:
 def theorem10_step_size(
     *, n: int, steps: int, d: int, epsilon: float, delta: float, failure_probability: float
 ) -> float:
-    r"""Theorem 10's step size (output perturbation on a ball, notes/002.md §6.3).
+    r"""Theorem 10's step size (output perturbation on a ball, docs/theory/non-smooth-sgd.md).
 
     ``η = 1 / (T max{a, b})`` with ``a = sqrt(log(n/δ) log(n) log(1/γ) / n)`` and
     ``b = (d log(1/δ))^{1/4} sqrt(log(n/δ)) log(1/γ)^{1/8} / sqrt(nε)``. Hidden constant 1.
@@ -168,8 +171,8 @@ def theorem12_step_size(
 
     With ``a = sqrt(log(n) log(n/γ) log(1/γ) / n)`` and
     ``b = sqrt(d log(1/δ)) log(1/γ)^{1/4} / (nε)``, the correct step is
-    ``η = 1 / (T max{a, b})`` (notes/002.md §6.4, §11 item 2): minimising ``1/(Tη) + ηTB``
-    over η gives ``η = 1/(T sqrt(B))``, only this form yields the stated rate, and only it is
+    ``η = 1 / (T max{a, b})`` (docs/theory/non-smooth-sgd.md, §11 item 2): minimising ``1/(Tη) +
+    ηTB`` over η gives ``η = 1/(T sqrt(B))``, only this form yields the stated rate, and only it is
     consistent with the assumption ``η > 1/T`` and with Theorem 10. The paper prints
     ``η = max{a, b} / T``; ``as_printed=True`` returns that (for comparison only).
     Hidden constant 1.
@@ -191,13 +194,14 @@ def theorem12_step_size(
 
 @dataclass(frozen=True)
 class Schedule:
-    r"""A recommended (T, η) from one of Wang et al.'s (2022) utility theorems (notes/002.md §6).
+    r"""A recommended (T, η) from one of Wang et al.'s (2022) utility theorems
+    (docs/theory/non-smooth-sgd.md).
 
     Attributes:
         steps: T, the number of SGD steps to run (= gradient evaluations, batch size 1); at
             most ``max_steps`` when one was given.
         eta: the constant step size η to run with (for the T actually run).
-        exponent: k in ``T ≍ n^k`` (notes/002.md §6.6).
+        exponent: k in ``T ≍ n^k`` (docs/theory/non-smooth-sgd.md).
         theorem: 9, 10 or 12.
         perturbation: ``"output"`` (Algorithm 1) or ``"gradient"`` (Algorithm 2).
         bounded: True for ``W ⊆ B(0, R)``, False for ``W = R^d``.
@@ -211,7 +215,7 @@ class Schedule:
         eta_clipped: whether η was lowered to ``0.99 min{1, 1/L}`` because the caller's L made
             ``eta_theory`` too large for Theorem 7 (output perturbation needs
             ``η < min{1, 1/L}``; the utility proofs assume it too).
-        horizon: ``T η``; the analysis assumes ``T η > 1`` (notes/002.md §2).
+        horizon: ``T η``; the analysis assumes ``T η > 1`` (docs/theory/non-smooth-sgd.md).
         gamma_range_valid: whether γ lies in the theorem's range (``γ > 4 max{e^{-d/8}, δ}``
             for Theorems 9/10, ``γ > 18 e^{-Td/8}`` for Theorem 12). Affects the utility
             guarantee only, never privacy.
@@ -293,13 +297,13 @@ def recommended_schedule(
     * ``perturbation="gradient"``, ``bounded=False``: refused, as the paper has no analysis.
 
     ``T = ceil(steps_scale · n^k)`` with k from :func:`steps_exponent`, and η from the theorem's
-    formula evaluated at the T actually run, times ``eta_scale`` (notes/002.md §6.2–6.4). Every
-    hidden constant of the theorems defaults to 1 (``steps_scale = eta_scale = 1``); the
-    theorems fix T and η only up to such constants.
+    formula evaluated at the T actually run, times ``eta_scale``
+    (docs/theory/non-smooth-sgd.md–6.4). Every hidden constant of the theorems defaults to 1
+    (``steps_scale = eta_scale = 1``); the theorems fix T and η only up to such constants.
 
     ``max_steps`` caps T (privopt's SGD engine is a Python loop, and ``T = n^2`` for α = 0 is
-    ``10^8`` steps at ``n = 10^4``, notes/002.md §9.3). Capping keeps privacy (the noise is
-    calibrated to the T actually run) but changes the utility guarantee: the theorem's rate
+    ``10^8`` steps at ``n = 10^4``, docs/theory/non-smooth-sgd.md). Capping keeps privacy (the noise
+    is calibrated to the T actually run) but changes the utility guarantee: the theorem's rate
     assumes its T (Theorem 12's proof needs ``n = O(T^{(1+α)/(2-α)})``). η is then taken from
     the theorem's formula at the capped T, which keeps the theorem's ``Tη``.
 
@@ -309,7 +313,7 @@ def recommended_schedule(
 
     The returned ``gamma_range_valid`` says whether γ lies in the theorem's range
     (``γ > 4 max{e^{-d/8}, δ}`` for Theorems 9 and 10, ``γ > 18 e^{-Td/8}`` for Theorem 12,
-    notes/002.md §9.2); it concerns the utility guarantee only, never privacy.
+    docs/theory/non-smooth-sgd.md); it concerns the utility guarantee only, never privacy.
 
     Args:
         alpha: Hölder exponent α in [0, 1] of the loss.
@@ -348,7 +352,8 @@ def recommended_schedule(
             "Gradient perturbation (Algorithm 2) is analysed only on a bounded domain: on R^d "
             "the per-step sensitivity 2(M + L ||w_t||^alpha) cannot be bounded uniformly, "
             "because the noise makes ||w_t|| random (the paper's Remark 5 calls it an open "
-            "problem; notes/002.md §4.5), and no utility theorem covers it. Use bounded=True "
+            "problem; docs/theory/non-smooth-sgd.md), and no utility theorem covers it. Use "
+            "bounded=True "
             "(a radius R) or perturbation='output'."
         )
     if max_steps is not None:
@@ -471,7 +476,7 @@ def recommended_schedule(
 
 
 def lemma13_epsilon_threshold(n: int) -> float:
-    r"""Lemma 13's sufficient ε for Algorithm 2 to admit a β (notes/002.md §4.3).
+    r"""Lemma 13's sufficient ε for Algorithm 2 to admit a β (docs/theory/non-smooth-sgd.md).
 
     For ``n >= 18``, ``T = n`` and ``δ = 1/n^2``, the paper claims that
 
@@ -481,8 +486,8 @@ def lemma13_epsilon_threshold(n: int) -> float:
     (ε, δ)-DP. Values: 3.881145 at n = 18, 3.102024 at n = 44, 0.896997 at n = 10^4.
 
     .. warning::
-       The lemma is **false for 18 <= n <= 43** (notes/002.md §4.4): at the threshold no β
-       satisfies (32) and (33) together (the best min-slack is -0.41 at n = 18 and -0.016 at
+       The lemma is **false for 18 <= n <= 43** (docs/theory/non-smooth-sgd.md): at the threshold no
+       β satisfies (32) and (33) together (the best min-slack is -0.41 at n = 18 and -0.016 at
        n = 43); it holds numerically from n = 44 on. Use this only to reproduce the paper's
        Fig. 1; never to certify privacy. Always check (32)–(33) numerically and refuse when
        no β is feasible.

@@ -2,13 +2,13 @@ r"""Uniform argument stability of projected SGD for α-Hölder smooth losses.
 
 Wang et al. (2022), Theorem 7.
 
-Projected SGD (notes/002.md §2): ``w_1 = 0``, ``i_t ~ Unif([n])`` i.i.d. (with replacement,
-batch size 1), ``w_{t+1} = Proj_W(w_t - η ∂ℓ(w_t; z_{i_t}))`` with a constant step η, output
-``w̄ = (1/T) Σ_{t=1}^T w_t``. For a convex loss whose subgradient is α-Hölder,
+Projected SGD (docs/theory/non-smooth-sgd.md): ``w_1 = 0``, ``i_t ~ Unif([n])`` i.i.d. (with
+replacement, batch size 1), ``w_{t+1} = Proj_W(w_t - η ∂ℓ(w_t; z_{i_t}))`` with a constant step η,
+output ``w̄ = (1/T) Σ_{t=1}^T w_t``. For a convex loss whose subgradient is α-Hölder,
 ``||∂ℓ(w, z) - ∂ℓ(w', z)|| <= L ||w - w'||^α``, Theorem 7 bounds the uniform argument stability
 (UAS) ``sup_{S ≃ S'} ||w̄(S) - w̄(S')||`` over replace-one neighbours, for the index sequence
 shared by both runs, with probability at least ``1 - γ`` over that sequence
-(notes/002.md §3.1):
+(docs/theory/non-smooth-sgd.md):
 
 ``Δ(γ) = ( e ( T c_{α,2}^2 η^{2/(1-α)} + 4 G^2 η^2 (1 + K) K ) )^{1/2}``,
 ``K = (T/n)(1 + c_{γ,T})``,
@@ -18,17 +18,18 @@ the n indices) and G bounds the gradient norm along the run:
 
 * (b) ball ``W ⊆ B(0, R)``: ``G = M + L R^α``, giving ``Δ̃_SGD(γ)``;
 * (a) ``W = R^d`` (nonnegative loss): ``G = M + L (C_α T η)^{α/2}`` by the iterate-norm bound
-  ``||w_t||^2 <= C_α T η`` of Lemma 20 (notes/002.md §1.2), giving ``Δ_SGD(γ)``.
+  ``||w_t||^2 <= C_α T η`` of Lemma 20 (docs/theory/non-smooth-sgd.md), giving ``Δ_SGD(γ)``.
 
 Theorem 7 requires ``0 < η < min{1, 1/L}``; outside that range nothing is certified, and
 output perturbation (Algorithm 1) loses its privacy proof, so every bound here refuses such η
-(notes/002.md §9.2). On a ball the average lies in ``B(0, R)`` for both neighbours, so
-``min{Δ̃_SGD(γ), 2R}`` is also valid (notes/002.md §9.2); :func:`uas_bound` applies that cap by
-default. All quantities that can overflow as α → 1 are evaluated in log space
-(notes/002.md §9.3). The privacy calibration of Algorithm 1 evaluates these at
-``γ = δ/2`` (notes/002.md §3, §10 item 2); that is the caller's choice of ``failure_probability``.
+(docs/theory/non-smooth-sgd.md). On a ball the average lies in ``B(0, R)`` for both neighbours, so
+``min{Δ̃_SGD(γ), 2R}`` is also valid (docs/theory/non-smooth-sgd.md); :func:`uas_bound` applies that
+cap by default. All quantities that can overflow as α → 1 are evaluated in log space
+(docs/theory/non-smooth-sgd.md). The privacy calibration of Algorithm 1 evaluates these at
+``γ = δ/2`` (docs/theory/non-smooth-sgd.md, §10 item 2); that is the caller's choice of
+``failure_probability``.
 
-Reference values (notes/002.md §12.2):
+Reference values (docs/theory/non-smooth-sgd.md):
 
 >>> round(uas_bound(alpha=1.0, L=2.0, M=2.0, M0=1.0, eta=0.01, steps=1000, n=100,
 ...                 failure_probability=0.01), 6)
@@ -115,16 +116,18 @@ def _check_constant(name: str, value: object, what: str) -> float:
     if math.isinf(out):
         raise ValueError(
             f"{name} = inf ({what}): Theorem 7 needs finite constants. For regression losses "
-            "state a public bound y_bound on |y| (notes/002.md §5, §9.2)."
+            "state a public bound y_bound on |y| (docs/theory/non-smooth-sgd.md, §9.2)."
         )
     return out
 
 
-# -- the constants of notes/002.md §1.1 -------------------------------------------------------
+# -- the constants of docs/theory/non-smooth-sgd.md
+# -------------------------------------------------------
 
 
 def c_alpha_1(alpha: float, L: float, M: float) -> float:
-    r"""``c_{α,1}`` of eq. (2) (notes/002.md §1.1), the self-bounding constant of Lemma 19.
+    r"""``c_{α,1}`` of eq. (2) (docs/theory/non-smooth-sgd.md), the self-bounding constant of Lemma
+    19.
 
     ``c_{α,1} = (1 + 1/α)^{α/(1+α)} L^{1/(1+α)}`` for α in (0, 1], and ``c_{0,1} = M + L``.
     Lemma 19: ``||∂ℓ(w, z)|| <= c_{α,1} ℓ(w, z)^{α/(1+α)}`` for a nonnegative convex α-Hölder
@@ -160,11 +163,11 @@ def c2sq_eta_pow(alpha: float, L: float, eta: float) -> float:
     r"""``c_{α,2}^2 η^{2/(1-α)} = (1-α)/(1+α) (2^{-α} L η)^{2/(1-α)}``, as one quantity.
 
     This is the per-step expansion of Lemma 21 (approximate non-expansiveness of the gradient
-    map, notes/002.md §1.2): ``||w - η∂ℓ(w) - w' + η∂ℓ(w')||^2 <= ||w - w'||^2 + c2sq_eta_pow``
-    for η <= 2/L. It is 0 at α = 1 (the gradient map of a smooth convex loss is
+    map, docs/theory/non-smooth-sgd.md): ``||w - η∂ℓ(w) - w' + η∂ℓ(w')||^2 <= ||w - w'||^2 +
+    c2sq_eta_pow`` for η <= 2/L. It is 0 at α = 1 (the gradient map of a smooth convex loss is
     non-expansive) and when L = 0. Computed in log space as one quantity, because
     ``(2^{-α} L)^{2/(1-α)}`` alone overflows as α → 1 while ``η^{2/(1-α)}`` underflows
-    (notes/002.md §9.3); for ``2^{-α} L η < 1`` (always so under Theorem 7's
+    (docs/theory/non-smooth-sgd.md); for ``2^{-α} L η < 1`` (always so under Theorem 7's
     ``η < min{1, 1/L}``) it lies in ``[0, (1-α)/(1+α))`` and merely underflows to 0.
 
     >>> c2sq_eta_pow(1.0, 5.0, 0.1), c2sq_eta_pow(0.0, 1.0, 0.5)
@@ -211,17 +214,17 @@ def _C_alpha_with_log(alpha: float, L: float, M: float, M0: float) -> tuple[floa
 def C_alpha(alpha: float, L: float, M: float, M0: float) -> float:
     r"""``C_α`` of Lemma 20: ``||w_{t+1}||^2 <= C_α Σ_{j<=t} η_j`` for SGD on R^d.
 
-    The paper's form (notes/002.md §1.1) is
+    The paper's form (docs/theory/non-smooth-sgd.md) is
     ``C_α = (1-α)/(1+α) c_{α,1}^{2(1+α)/(1-α)} (α/(1+α))^{2α/(1-α)} + 2 M_0``, with
     ``M_0 = sup_z ℓ(0; z)``. Since ``c_{α,1}^{2(1+α)/(1-α)} = (1+1/α)^{2α/(1-α)} L^{2/(1-α)}``,
     the two α-factors cancel and, for α in (0, 1),
 
-    ``C_α = (1-α)/(1+α) L^{2/(1-α)} + 2 M_0``     [derived, notes/002.md §1.1];
+    ``C_α = (1-α)/(1+α) L^{2/(1-α)} + 2 M_0``     [derived, docs/theory/non-smooth-sgd.md];
 
     the special cases are ``C_0 = (M + L)^2 + 2 M_0`` (eq. 6, with ``0^0 = 1``) and
     ``C_1 = 2 M_0`` (eq. 7). Evaluated in log space. For α near 1 with L > 1 the value is
-    astronomically large (and jumps down to 2 M_0 at α = 1, notes/002.md §9.3); when it exceeds
-    the float range this returns ``inf`` and emits a ``RuntimeWarning``.
+    astronomically large (and jumps down to 2 M_0 at α = 1, docs/theory/non-smooth-sgd.md); when it
+    exceeds the float range this returns ``inf`` and emits a ``RuntimeWarning``.
     :func:`stability_bound` uses the logarithm internally, so its bound stays finite whenever
     the bound itself is representable.
 
@@ -236,7 +239,8 @@ def C_alpha(alpha: float, L: float, M: float, M0: float) -> float:
     if math.isinf(value):
         warnings.warn(
             f"C_alpha(alpha={alpha!r}, L={L!r}) = exp({log_value:.6g}) overflows float64: "
-            "L^(2/(1-alpha)) explodes as alpha -> 1 with L > 1 (notes/002.md §9.3). The "
+            "L^(2/(1-alpha)) explodes as alpha -> 1 with L > 1 (docs/theory/non-smooth-sgd.md). "
+            "The "
             "unbounded-domain stability bound built on it is correspondingly huge; rescale the "
             "data (smaller L), use a ball domain, or treat the loss as 1-Hölder.",
             RuntimeWarning,
@@ -250,7 +254,7 @@ def c_gamma_T(gamma: float, T: int, n: int) -> float:
 
     ``(T/n)(1 + c_{γ,T})`` bounds, by a Chernoff bound, the number of draws of one fixed index
     among T uniform draws with probability ``>= 1 - γ/n``; a union bound over the n indices
-    gives probability ``>= 1 - γ`` for all of them (notes/002.md §1.1).
+    gives probability ``>= 1 - γ`` for all of them (docs/theory/non-smooth-sgd.md).
 
     >>> round(c_gamma_T(0.01, 1000, 100), 9), round(c_gamma_T(0.01, 100, 100), 8)
     (2.763102112, 27.63102112)
@@ -267,13 +271,14 @@ def c_gamma_T(gamma: float, T: int, n: int) -> float:
 
 @dataclass(frozen=True)
 class StabilityBound:
-    r"""Theorem 7's UAS bound with its pieces, for privacy reports (notes/002.md §3.1, §9.1).
+    r"""Theorem 7's UAS bound with its pieces, for privacy reports (docs/theory/non-smooth-sgd.md).
 
     Attributes:
         value: the bound to use as the ℓ2-sensitivity of the averaged iterate: on a ball
             ``min{paper_value, 2R}`` when ``capped``, otherwise ``paper_value``.
         paper_value: Theorem 7's ``Δ̃_SGD(γ)`` (ball) or ``Δ_SGD(γ)`` (R^d), uncapped.
-        capped: whether the trivial bound 2R was smaller and was applied (notes/002.md §9.2).
+        capped: whether the trivial bound 2R was smaller and was applied
+        (docs/theory/non-smooth-sgd.md).
         domain: ``"ball"`` (Theorem 7(b)) or ``"unbounded"`` (Theorem 7(a)).
         theorem: ``"Theorem 7(b)"`` or ``"Theorem 7(a)"``.
         visit_bound: ``K = (T/n)(1 + c_{γ,T})``, the high-probability bound on the number of
@@ -324,7 +329,7 @@ def stability_bound(
     gradient_bound: float | None = None,
     cap: bool = True,
 ) -> StabilityBound:
-    r"""Theorem 7's UAS bound of projected SGD, with its pieces (notes/002.md §3.1).
+    r"""Theorem 7's UAS bound of projected SGD, with its pieces (docs/theory/non-smooth-sgd.md).
 
     With ``K = (T/n)(1 + c_{γ,T})`` (``T = steps``, ``γ = failure_probability``),
 
@@ -335,14 +340,14 @@ def stability_bound(
 
     * ``radius=R`` (``W ⊆ B(0, R)``, Theorem 7(b)): ``G = M + L R^α`` and the result is
       ``Δ̃_SGD(γ)``; with ``cap=True`` the returned ``value`` is ``min{Δ̃_SGD(γ), 2R}``
-      (both averages lie in ``B(0, R)``; notes/002.md §9.2);
+      (both averages lie in ``B(0, R)``; docs/theory/non-smooth-sgd.md);
     * ``radius=None`` (``W = R^d``, Theorem 7(a), needs a nonnegative loss and
       ``M0 = sup_z ℓ(0; z)``): ``G = M + L (C_α T η)^{α/2}`` and the result is ``Δ_SGD(γ)``.
 
-    ``0^0 = 1`` throughout, so for α = 0 both give ``G = M + L``. The proof (notes/002.md
-    §3.1) uses G only as a bound on ``||∂ℓ(w_t, z)||`` along the run, so any valid
-    ``gradient_bound >= sup_{w ∈ W, z} ||∂ℓ(w, z)||`` may replace it (paper's Remark 1; e.g.
-    the tight :meth:`privopt.losses.LinearLoss.lipschitz`); the smaller of the two is used.
+    ``0^0 = 1`` throughout, so for α = 0 both give ``G = M + L``. The proof
+    (docs/theory/non-smooth-sgd.md §3.1) uses G only as a bound on ``||∂ℓ(w_t, z)||`` along the run,
+    so any valid ``gradient_bound >= sup_{w ∈ W, z} ||∂ℓ(w, z)||`` may replace it (paper's Remark 1;
+    e.g. the tight :meth:`privopt.losses.LinearLoss.lipschitz`); the smaller of the two is used.
     The whole expression is evaluated in log space, so it is finite whenever Δ is
     representable, even when ``C_α`` itself overflows (then a ``RuntimeWarning`` is emitted).
 
@@ -373,7 +378,8 @@ def stability_bound(
         raise ValueError(
             f"Theorem 7 requires 0 < eta < min{{1, 1/L}} = {step_limit!r}, got eta = {eta!r} "
             f"(L = {L!r}). Outside that range the stability bound, and with it the privacy "
-            "proof of output perturbation, does not hold (notes/002.md §3, §9.2); use a smaller "
+            "proof of output perturbation, does not hold (docs/theory/non-smooth-sgd.md); use a "
+            "smaller "
             "step size."
         )
     steps = check_count("steps", steps)
@@ -384,7 +390,7 @@ def stability_bound(
     elif M0 is None:
         raise ValueError(
             "radius=None means the unbounded domain W = R^d, where Theorem 7(a) needs "
-            "M0 = sup_z loss(0; z) (through C_alpha of Lemma 20, notes/002.md §1.2, §3.1); "
+            "M0 = sup_z loss(0; z) (through C_alpha of Lemma 20, docs/theory/non-smooth-sgd.md); "
             "pass M0, or a radius for a ball domain."
         )
     if M0 is not None:
@@ -411,7 +417,8 @@ def stability_bound(
             warnings.warn(
                 f"C_alpha = exp({log_C:.6g}) overflows float64 (alpha={alpha!r}, L={L!r}): the "
                 "unbounded-domain bound of Theorem 7(a) is astronomically large "
-                "(notes/002.md §9.3). Consider a ball domain, or data scaled to a smaller L.",
+                "(docs/theory/non-smooth-sgd.md). Consider a ball domain, or data scaled to a "
+                "smaller L.",
                 RuntimeWarning,
                 stacklevel=2,
             )
@@ -479,11 +486,12 @@ def stability_bound_for_loss(
 
     ``loss`` is a :class:`privopt.losses.LinearLoss` or a name for
     :func:`privopt.losses.get_loss`. The constants are suprema over data with
-    ``||x|| <= x_bound`` and ``|y| <= y_bound`` (notes/002.md §5); the data must satisfy these
-    bounds or the bound, and privacy, silently fail (notes/002.md §9.1 item 2).
-    ``radius=None`` is ``W = R^d`` (needs finite M_0: regression losses need ``y_bound``).
-    ``tight=True`` also passes the tight gradient bound ``loss.lipschitz`` (notes/002.md §5),
-    used where smaller than the paper's G; the default reproduces the paper.
+    ``||x|| <= x_bound`` and ``|y| <= y_bound`` (docs/theory/non-smooth-sgd.md); the data must
+    satisfy these bounds or the bound, and privacy, silently fail (docs/theory/non-smooth-sgd.md
+    item 2). ``radius=None`` is ``W = R^d`` (needs finite M_0: regression losses need ``y_bound``).
+    ``tight=True`` also passes the tight gradient bound ``loss.lipschitz``
+    (docs/theory/non-smooth-sgd.md), used where smaller than the paper's G; the default reproduces
+    the paper.
     """
     constants = get_loss(loss).constants(x_bound, y_bound, radius)
     if radius is None and math.isinf(constants.M0):
@@ -533,7 +541,7 @@ uas_bound = _value_of(
     r"""Theorem 7's UAS bound as a number: ``Δ̃_SGD(γ)`` (capped at 2R) or ``Δ_SGD(γ)``.
 
     ``stability_bound(...).value``; see :func:`stability_bound` for the formula, the arguments
-    and the errors (notes/002.md §3.1, §9.2).
+    and the errors (docs/theory/non-smooth-sgd.md, §9.2).
     """,
 )
 

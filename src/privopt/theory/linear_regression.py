@@ -1,7 +1,7 @@
 """Exact stationary error F_inf of Noisy-FTRL for linear regression with Gaussian inputs.
 
-Choquette-Choo et al. (2024), Section 2.2, in the exact form of notes/001.md §4.4 (derived from the
-paper's
+Choquette-Choo et al. (2024), Section 2.2, in the exact form of docs/theory/correlated-noise.md
+(derived from the paper's
 covariance recursion, Lemma D.12; verified there by simulation). With x ~ N(0, H), eigenvalues
 lambda_j of H, r_j = 1 - eta lambda_j, t_j = <beta, T_{r_j} beta> and
 sigma^2 = G^2 gamma_inf^2 / (2 rho):
@@ -13,9 +13,9 @@ the excess risk 1/2 ||theta - theta*||_H^2 at stationarity. The LTI surrogate (x
 H) is 1/2 sum_j eta (sigma^2 t_j + sigma_sgd^2 lambda_j) / (2 - eta lambda_j). Outside a < 1
 (roughly eta Tr H >= 2) the process has no stationary second moment and a ValueError is raised.
 
-Bounds (Theorems C.14 and C.18, notes/001.md §4.3), all in the library's 1/2-convention (the
-paper's C.14/C.18 are stated for Tr[H Cov] without the 1/2; erratum §7 item 3), with
-S_beta = sum_j t_j / (2 - eta lambda_j) = (eta / 2 pi) int |B|^2 h:
+Bounds (Theorems C.14 and C.18, docs/theory/correlated-noise.md), all in the library's
+1/2-convention (the paper's C.14/C.18 are stated for Tr[H Cov] without the 1/2; erratum §7 item 3),
+with S_beta = sum_j t_j / (2 - eta lambda_j) = (eta / 2 pi) int |B|^2 h:
 
     lower(beta) = 1/2 (eta sigma_sgd^2 Tr H / 2 + eta sigma^2 S_beta)         (= LTI noise part)
     upper(beta) = 1/2 ((1 + (1 - sqrt(eta R^2))^-2) eta R^2 sigma_sgd^2
@@ -63,7 +63,7 @@ def _check_eigenvalues(eigenvalues) -> np.ndarray:
 
 def effective_dimension(eigenvalues: np.ndarray) -> float:
     """d_eff = Tr[H] / ||H||_2, the stable rank of H^{1/2} (Choquette-Choo et al. (2024) §2.2,
-    notes/001.md §1)."""
+    docs/theory/correlated-noise.md)."""
     lam = _check_eigenvalues(eigenvalues)
     return float(lam.sum() / lam.max())
 
@@ -97,7 +97,8 @@ def linear_regression_f_inf(
     clip: float = 1.0,
     sigma_sgd: float = 0.0,
 ) -> float:
-    """Exact stationary excess risk of Noisy-FTRL (Gaussian inputs), notes/001.md §4.4."""
+    """Exact stationary excess risk of Noisy-FTRL (Gaussian inputs),
+    docs/theory/correlated-noise.md."""
     eta, lam, t, sigma_sq, sigma_sgd = _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd)
     a = float(np.sum(eta * lam / (2.0 * (1.0 - eta * lam))))
     if not a < 1.0:
@@ -117,7 +118,8 @@ def linear_regression_f_inf_lti(
     clip: float = 1.0,
     sigma_sgd: float = 0.0,
 ) -> float:
-    """LTI surrogate (x x^T replaced by H; the lower-bound process), notes/001.md §4.4."""
+    """LTI surrogate (x x^T replaced by H; the lower-bound process),
+    docs/theory/correlated-noise.md."""
     eta, lam, t, sigma_sq, sigma_sgd = _terms(mechanism, eta, eigenvalues, rho, clip, sigma_sgd)
     return 0.5 * float(np.sum(eta * (sigma_sq * t + sigma_sgd**2 * lam) / (2.0 - eta * lam)))
 
@@ -216,8 +218,9 @@ def lower_bound_mechanism(
 ) -> ToeplitzMechanism:
     """The correlation attaining the lower bound: minimum-phase beta with |B|^2 = h^{-1/2}.
 
-    "Optimized" DP-FTRL for linear regression (Theorem C.18; notes/001.md §2.5.7). It depends on
-    the spectrum of H, which must be public (e.g. from public data) to keep the guarantee.
+    "Optimized" DP-FTRL for linear regression (Theorem C.18; docs/theory/correlated-noise.md). It
+    depends on the spectrum of H, which must be public (e.g. from public data) to keep the
+    guarantee.
     """
     eta, lam, grid_size = _check_grid_setting(eta, eigenvalues, grid_size)
     power = 1.0 / np.sqrt(_h_on_grid(eta, lam, grid_size))

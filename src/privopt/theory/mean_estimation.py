@@ -1,7 +1,8 @@
 """Asymptotic suboptimality F_inf of Noisy-FTRL for mean estimation (Choquette-Choo et al. 2024,
 Section 2.1).
 
-Dynamics (notes/001.md §4.2, Eq. (14)): delta_{t+1} = (1 - eta) delta_t + eta sigma_sgd u_t
+Dynamics (docs/theory/correlated-noise.md, Eq. (14)): delta_{t+1} = (1 - eta) delta_t + eta
+sigma_sgd u_t
 - eta sigma_dp G (B w)_t, with sigma_dp^2 = gamma_inf^2(B) / (2 rho) so that the run is rho-zCDP
 for every horizon. F_inf = lim E[delta_t^2] (no factor 1/2). In the time domain:
 

@@ -9,7 +9,8 @@ of H (x ~ N(0, diag(lambda)), batch size 1, no clipping):
 
 with sigma^2 = G^2 gamma_inf^2 / (2 rho). The estimate is the time-and-chain average of the excess
 risk 1/2 delta^T H delta after a burn-in. It is the empirical side of the exact formula
-:func:`privopt.theory.linear_regression_f_inf` (notes/001.md §4.4) and of the Fig. 2 reproduction.
+:func:`privopt.theory.linear_regression_f_inf` (docs/theory/correlated-noise.md) and of the Fig. 2
+reproduction.
 
 The correlated noise is generated stationary from the first step, by circular convolution with
 beta truncated to the horizon (FFT): the horizon is several times 1 / (eta lambda_min), where

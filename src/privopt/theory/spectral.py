@@ -2,8 +2,8 @@
 
 Seed 001 characterises optimal correlations through their power spectrum (|B*|^2 = |1 - eta -
 e^{i omega}| for mean estimation, h^{-1/2} for linear regression). To turn a target S(omega) > 0
-into coefficients, privopt uses the cepstral (Kolmogorov) method of notes/001.md §2.5.7: on an
-FFT grid of size M,
+into coefficients, privopt uses the cepstral (Kolmogorov) method of docs/theory/correlated-noise.md:
+on an FFT grid of size M,
 
     c = ifft(log(S) / 2);  fold: f_0 = c_0, f_k = 2 c_k (1 <= k < M/2), f_{M/2} = c_{M/2}, else 0;
     beta = Re ifft(exp(fft(f))),  normalised to beta_0 = 1.
