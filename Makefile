@@ -25,11 +25,17 @@ demo: $(STAMP)
 	$(BIN)/privopt demo
 
 # Fast suite (statistical checks marked `slow` are deselected; `make test-all` runs them too).
+# Both suites run on every core (pytest-xdist, one test file per worker) and print their time.
+PYTEST_WORKERS ?= auto
 test: $(STAMP)
-	$(BIN)/python -m pytest -q -m "not slow"
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile; status=$$?; \
+	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
 test-all: $(STAMP)
-	$(BIN)/python -m pytest -q
+	@start=$$(date +%s); \
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile; status=$$?; \
+	echo "make test-all: $$(( $$(date +%s) - start )) s"; exit $$status
 
 bench: $(STAMP)
 	$(BIN)/python benchmarks/run.py --out benchmarks/results.json
