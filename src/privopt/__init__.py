@@ -6,6 +6,7 @@ Subpackages follow the pipeline of every private training algorithm (see ARCHITE
 ``estimators`` build private models on top.
 """
 
+import privopt.distributed  # noqa: F401 (registers the Dask row source; no dask import)
 from privopt._leak import PrivacyLeakWarning
 from privopt.accounting import BudgetExceededError, PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.estimators import DPLinearClassifier, DPLinearRegression, DPSGDRegressor

@@ -13,13 +13,17 @@ partitioning or of the data; so a fit on any partitioning equals the in-memory f
 :class:`~privopt.estimators.DPLinearRegression` on the same rows with the same seed, up to the
 order of floating-point sums (tested to 1e-8).
 
-Methods on dask: :data:`DASK_METHODS`. Importing this package does not import dask; the
-submodules do.
+Methods on dask: :data:`DASK_METHODS`. The estimator reaches the rows through its row-source
+protocol (:mod:`privopt.estimators._row_source`): importing this package registers the adapter
+that turns Dask inputs into a :class:`~privopt.distributed.estimator.DaskRowSource`; it does not
+import dask (the submodules do), and privopt.estimators never imports this package.
 """
 
 from __future__ import annotations
 
 from typing import Any
+
+from privopt.estimators._row_source import register_row_source
 
 __all__ = [
     "DASK_METHODS",
@@ -39,6 +43,19 @@ def is_dask_input(obj: Any) -> bool:
     if getattr(type(obj), "__privopt_partitioned__", False):
         return True
     return hasattr(obj, "__dask_graph__") and callable(obj.__dask_graph__)
+
+
+def _dask_row_source(X: Any, y: Any) -> Any:
+    """The estimators' adapter for Dask inputs (:func:`privopt.estimators._row_source.
+    register_row_source`): a :class:`~privopt.distributed.estimator.DaskRowSource`, or None."""
+    if not is_dask_input(X):
+        return None
+    from privopt.distributed.estimator import DaskRowSource
+
+    return DaskRowSource.from_inputs(X, y)
+
+
+register_row_source(_dask_row_source)
 
 
 def __getattr__(name: str) -> Any:  # lazy: dask is imported on first use only

@@ -1,8 +1,10 @@
 """``DPLinearRegression.fit`` on Dask inputs: the estimator's flow with cluster statistics.
 
-:func:`fit_linear_regression` follows :meth:`privopt.estimators.DPLinearRegression.fit` step by
-step (the same public checks, the same draws from the fit's generator in the same order, the
-same releases in the same ledger), replacing each access to the rows by its partitioned form:
+:class:`DaskRowSource` is the estimator's row source (:mod:`privopt.estimators._row_source`):
+the estimator runs its own flow (:func:`~privopt.estimators._row_source.fit_row_source`: the
+same public checks, the same draws from the fit's generator in the same order, the same
+releases in the same ledger as in memory), and every access to the rows takes its partitioned
+form here:
 
 * the private preprocessing subset (``rng.choice(N, m)``, or the first m of ``rng.permutation(N)``
   for a disjoint slice) is a set of global row indices drawn on the client without looking at
@@ -28,30 +30,62 @@ from typing import Any
 
 import numpy as np
 
-from privopt._validate import check_delta_for_rows
 from privopt.distributed import DASK_METHODS
 from privopt.distributed.ftrl import ftrl_sigma_dask
 from privopt.distributed.methods import adassp_dask, dpsgd_dask, newton_dask
 from privopt.distributed.rounds import ambssgd_dask
 from privopt.distributed.rows import PartitionedRows
 
-__all__ = ["fit_linear_regression", "resolve_method"]
+__all__ = ["DaskRowSource", "fit_linear_regression"]
 
 
-def resolve_method(method: str, n: int, d: int, epsilon: float, delta: float, intercept: bool):
-    """The method a fit of (n, d) runs ("auto" resolved from public quantities), refused with
-    the list of Dask methods when it has no Dask path."""
-    from privopt.estimators._regression_methods import choose_method
+class DaskRowSource:
+    """Partitioned rows as the estimator's row source
+    (:class:`privopt.estimators._row_source.RowSource`): rows gathered by global index
+    (:meth:`PartitionedRows.take`), methods run on the cluster (:mod:`.methods`, :mod:`.rounds`,
+    :mod:`.ftrl`) with the in-memory runners' public utility checks."""
 
-    if method == "auto":
-        method = choose_method(n, d, epsilon, delta, intercept)
-    if method not in DASK_METHODS:
-        raise ValueError(
-            f"method={method!r} does not run on Dask; the methods that do are "
-            f"{', '.join(DASK_METHODS)} (and 'auto', which picks newton or dpsgd). Use one of "
-            "them, or fit in memory (--backend numpy)."
+    backend = "dask"
+    methods = DASK_METHODS
+
+    def __init__(self, rows: PartitionedRows, callback: Callable[[Any], None] | None = None):
+        self.rows = rows
+        self.callback = callback
+
+    @classmethod
+    def from_inputs(cls, X: Any, y: Any = None) -> DaskRowSource:
+        """From Dask inputs or :class:`PartitionedRows` (then y is ignored)."""
+        return cls(X if isinstance(X, PartitionedRows) else PartitionedRows.from_dask(X, y))
+
+    @property
+    def n_rows(self) -> int:
+        return self.rows.n_rows
+
+    @property
+    def n_features(self) -> int:
+        return self.rows.n_features
+
+    @property
+    def feature_names(self) -> tuple[str, ...] | None:
+        return self.rows.feature_names
+
+    def take(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        return self.rows.take(rows)
+
+    def run_method(self, request: Any) -> tuple:
+        r = request
+        return _run(
+            r.estimator,
+            r.method,
+            self.rows,
+            r.excluded,
+            r.bounds,
+            r.mu,
+            r.rng,
+            r.ledger,
+            r.n_main,
+            self.callback,
         )
-    return method
 
 
 def fit_linear_regression(
@@ -62,7 +96,8 @@ def fit_linear_regression(
     *,
     callback: Callable[[Any], None] | None = None,
 ) -> Any:
-    """Fit ``est`` (a :class:`~privopt.estimators.DPLinearRegression`) on Dask inputs.
+    """Fit ``est`` (a :class:`~privopt.estimators.DPLinearRegression`) on Dask inputs: its own
+    ``fit`` on a :class:`DaskRowSource` (the estimator's flow, budget and checks).
 
     Args:
         est: the estimator; its parameters are read, its fitted attributes set.
@@ -74,26 +109,9 @@ def fit_linear_regression(
     """
     if sample_weight is not None:
         raise ValueError("sample_weight is not supported with Dask inputs; fit in memory.")
-    if not math.isfinite(est.epsilon):
-        raise ValueError(f"Expected epsilon to be finite, got {est.epsilon!r}.")
-    rows = X if isinstance(X, PartitionedRows) else PartitionedRows.from_dask(X, y)
-    n, d = rows.n_rows, rows.n_features
-    if n < 2:
-        raise ValueError(f"Expected at least 2 rows, got {n}.")
-    check_delta_for_rows(est.delta, n, allow_large=est.allow_large_delta)
-    method = resolve_method(est.method, n, d, est.epsilon, est.delta, est.fit_intercept)
-    est.n_features_in_ = d
-    if rows.feature_names is not None:
-        est.feature_names_in_ = np.asarray(rows.feature_names, dtype=object)
-    ledger, rng, mu, bounds = est._start_fit(method, d)
-    bounds, mu_main, excluded = est._preprocess(method, n, d, bounds, mu, rng, ledger, rows.take)
-    n_main = n - excluded.size
-    w, trace, info, reasons = _run(
-        est, method, rows, excluded, bounds, mu_main, rng, ledger, n_main, callback
-    )
-    est._finish_fit(method, w, trace, info, reasons, bounds, ledger)  # DP-AMBSSGD's _bounds
-    est.fit_info_["backend"] = "dask"
-    return est
+    source = DaskRowSource.from_inputs(X, y)
+    source.callback = callback
+    return est.fit(source, None)
 
 
 def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback):

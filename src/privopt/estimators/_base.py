@@ -41,7 +41,7 @@ from privopt._leak import check_for_leaks
 from privopt.accounting import PrivacyBudget, PrivacyLedger, PrivacyReport
 from privopt.accounting.budget import Reservation, planned_guarantee
 from privopt.accounting.events import Neighbouring
-from privopt.distributed import is_dask_input
+from privopt.estimators._row_source import as_row_source, fit_row_source, is_partitioned_input
 from privopt.noise import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
 from privopt.releases.preprocess import LinearBounds, check_feature_bounds, public_bounds
 
@@ -218,8 +218,9 @@ def as_generator(random_state: Any, secure_mode: bool = False) -> np.random.Gene
 
 
 def _fit_partitioned(estimator: Any, X: Any, y: Any = None, sample_weight: Any = None) -> Any:
-    """Dask inputs (and :class:`privopt.distributed.PartitionedRows`) go to privopt.distributed
-    (issue 19), which supports DPLinearRegression only."""
+    """Rows held elsewhere (a :class:`~privopt.estimators._row_source.RowSource`, or Dask inputs
+    through the adapter privopt.distributed registers; issue 19) are fitted through the row-source
+    protocol, which DPLinearRegression supports."""
     from privopt.estimators.linear_regression import DPLinearRegression
 
     if not isinstance(estimator, DPLinearRegression):
@@ -228,9 +229,9 @@ def _fit_partitioned(estimator: Any, X: Any, y: Any = None, sample_weight: Any =
             "(methods adassp, ambssgd, dpsgd, ftrl-sigma, newton, auto). Compute the data into "
             "memory first."
         )
-    from privopt.distributed import fit_linear_regression
-
-    return fit_linear_regression(estimator, X, y, sample_weight)
+    if sample_weight is not None:
+        raise ValueError("sample_weight is not supported with Dask inputs; fit in memory.")
+    return fit_row_source(estimator, as_row_source(X, y))
 
 
 def _guarded(fit):
@@ -240,7 +241,7 @@ def _guarded(fit):
     def guarded_fit(self, X, *args, **kwargs):
         self._validate_params()
         check_for_leaks(self, stacklevel=3)
-        dask_input = is_dask_input(X)  # issue 19: len() of a Dask frame would read it all
+        dask_input = is_partitioned_input(X)  # issue 19: len() of a Dask frame reads it all
         sized = hasattr(X, "__len__") and not dask_input
         n_rows = _num_samples(X) if sized else None
         if n_rows is not None:
