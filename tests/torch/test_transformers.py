@@ -171,3 +171,39 @@ def test_tap_accounting_refuses_a_gradient_that_went_elsewhere():
     check_tap(call, grad_r, torch.full((1, 3, 2), 4.0, dtype=torch.float64))  # consistent
     with pytest.raises(LayoutError, match=r"wpe \(Embedding\)"):
         check_tap(call, grad_r, torch.full((1, 3, 2), 5.0, dtype=torch.float64))
+
+
+def test_gpt2_one_clipper_over_batch_sizes_including_one():
+    """The layout cache across batch sizes: at B = 1 the forward has no broadcast (wpe's output
+    is the example's own) and wpe is replayed alone; at B > 1 it is tapped; all exact."""
+    torch.manual_seed(7)
+    model = gpt2().double()
+    clipper = GradientClipper(model)
+    try:
+        for n, method in [(3, "Embedding rule"), (1, "torch.func"), (5, "Embedding rule")]:
+            batch = {k: v[:n] for k, v in tokens(5, T, seed=n).items()}
+            got, _ = clipper.clipped_sum(lm_loss, batch, batch, 0.5)
+            expected, _ = loop(model, lm_loss, batch, batch, 0.5, n)
+            assert_exact(got, expected)
+            assert clipper.methods["transformer.wpe"] == method
+    finally:
+        clipper.remove()
+
+
+def test_gpt2_float32_and_bf16_autocast_run_with_the_tap():
+    torch.manual_seed(8)
+    model = gpt2()
+    batch = tokens(B, T)
+    clipper = GradientClipper(model)
+    try:
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            sums, _ = clipper.clipped_sum(lm_loss, batch, batch, 1.0)
+        assert clipper.methods["transformer.wpe"] == "Embedding rule"
+        assert all(bool(torch.isfinite(v).all()) for v in sums.values())
+        got, _ = clipper.clipped_sum(lm_loss, batch, batch, 1.0)
+    finally:
+        clipper.remove()
+    wide = gpt2()
+    wide.load_state_dict(model.state_dict())
+    expected, _ = loop(wide.double(), lm_loss, batch, batch, 1.0, B)
+    assert_exact({k: v.double() for k, v in got.items()}, expected, rtol=1e-4)
