@@ -106,3 +106,33 @@ def test_importing_the_estimators_does_not_import_the_dask_backend():
     # privopt/__init__ imports the package privopt.distributed (no dask, no submodule) to
     # register its adapter; none of its modules is loaded by the estimators
     assert out.stdout.strip() == "False"
+
+
+# -- issue 33: a refusal names the global row, as the in-memory fit of the same rows would ----
+def _bad_array(kind):
+    X, y = data(400)
+    if kind == "nan":
+        X[250, 1] = np.nan
+        return X, y
+    X = X.astype(object)
+    X[250, 1] = "unreadable"
+    return X, y
+
+
+@pytest.mark.parametrize("kind", ["nan", "str"])
+def test_dask_array_refusals_name_the_global_row(kind):
+    da = pytest.importorskip("dask.array")
+    X, y = _bad_array(kind)
+    dx, dy = da.from_array(X, chunks=(100, 3)), da.from_array(y, chunks=100)
+    with pytest.raises(ValueError, match=r"partition 2: .*row 250 \(row 50 of the partition\)"):
+        DPLinearRegression(**BOUNDS).fit(dx, dy)
+
+
+def test_dask_frame_refusals_name_the_global_row():
+    pd = pytest.importorskip("pandas")
+    dd = pytest.importorskip("dask.dataframe")
+    X, y = _bad_array("nan")
+    frame = pd.DataFrame(X, columns=["a", "b", "c"]).assign(t=y)
+    ddf = dd.from_pandas(frame, npartitions=4)
+    with pytest.raises(ValueError, match=r"column 'b' .*row 250 \(row 50 of the partition\)"):
+        DPLinearRegression(**BOUNDS).fit(ddf[["a", "b", "c"]], ddf["t"])

@@ -19,6 +19,7 @@ privopt uses). Tasks hold no randomness.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -98,29 +99,61 @@ def tree_sum(items: Sequence[Any], split_every: int = SPLIT_EVERY) -> Any:
     return level[0]
 
 
-def check_block(X: np.ndarray, y: np.ndarray, where: str, names: Sequence[str] | None = None):
-    """Float64 (m, d) and (m,) arrays with finite values, or a ValueError naming the column."""
-    X = as_float_array(X, f"{where}: X")
-    y = as_float_array(y, f"{where}: y").reshape(-1)
+_LOCAL_ROW = re.compile(r"\brow (\d+)\b")
+
+
+def global_rows(message: str, offset: int) -> str:
+    """``message`` with each partition-local ``row i`` named by its global row number
+    ``offset + i`` (the row's position in the ordered concatenation of the partitions, as
+    the in-memory fit of the same rows would name it), the local one in parentheses."""
+    return _LOCAL_ROW.sub(
+        lambda m: f"row {offset + int(m.group(1))} (row {m.group(1)} of the partition)", message
+    )
+
+
+def _as_float(data: Any, name: str, offset: int | None) -> np.ndarray:
+    try:
+        return as_float_array(data, name)
+    except ValueError as error:
+        if offset is None:
+            raise
+        raise ValueError(global_rows(str(error), offset)) from None
+
+
+def check_block(
+    X: np.ndarray,
+    y: np.ndarray,
+    where: str,
+    names: Sequence[str] | None = None,
+    offset: int | None = None,
+):
+    """Float64 (m, d) and (m,) arrays with finite values, or a ValueError naming the column and
+    the first bad row: its global number when the partition's ``offset`` is known, else its
+    position in the partition (:meth:`PartitionedRows.from_dask` names it globally then)."""
+    X = _as_float(X, f"{where}: X", offset)
+    y = _as_float(y, f"{where}: y", offset).reshape(-1)
     if X.ndim != 2 or X.shape[0] != y.shape[0]:
         raise ValueError(
             f"{where}: features of shape {X.shape} and target of shape {y.shape} do not align."
         )
     for j, column in enumerate((*X.T, y)):
-        bad = np.count_nonzero(~np.isfinite(column))
-        if bad:
+        bad = ~np.isfinite(column)
+        count = np.count_nonzero(bad)
+        if count:
             label = "the target" if j == X.shape[1] else f"feature {j}"
             if names is not None:
                 label = f"column {names[j]!r}"
-            raise ValueError(
-                f"{where}: {label} has {bad} missing, NaN or infinite values; impute or drop "
-                "them by a public rule before a private fit."
+            first = f"row {int(np.argmax(bad))}"
+            message = (
+                f"{where}: {label} has {count} missing, NaN or infinite values (the first at "
+                f"{first}); impute or drop them by a public rule before a private fit."
             )
+            raise ValueError(message if offset is None else global_rows(message, offset))
     return np.ascontiguousarray(X), y
 
 
-def _array_pair(xb: Any, yb: Any, where: str) -> tuple[np.ndarray, np.ndarray]:
-    return check_block(xb, yb, where)
+def _array_pair(xb: Any, yb: Any, where: str, offset: int | None = None):
+    return check_block(xb, yb, where, offset=offset)
 
 
 def _frame_pair(xb: Any, yb: Any, where: str, names: tuple[str, ...]):
@@ -222,7 +255,7 @@ class PartitionedRows:
             y_parts = [y[offsets[p] : offsets[p + 1]] for p in range(lengths.size)]
         x_parts = list(X.to_delayed().ravel())
         parts = tuple(
-            delayed(_array_pair, pure=True)(xb, yb, f"partition {p}")
+            delayed(_array_pair, pure=True)(xb, yb, f"partition {p}", int(offsets[p]))
             for p, (xb, yb) in enumerate(zip(x_parts, y_parts, strict=True))
         )
         return cls(parts, offsets, int(X.shape[1]))
@@ -266,7 +299,15 @@ class PartitionedRows:
             for p, block in enumerate(joined.to_delayed())
         )
         rows = cls(parts, np.zeros(len(parts) + 1, dtype=np.int64), len(names), names)
-        lengths = rows.lengths()  # one pass: reads and validates every partition
+        try:
+            lengths = rows.lengths()  # one pass: reads and validates every partition
+        except ValueError as error:  # name the bad row globally (its offset was unknown)
+            found = re.match(r"partition (\d+): ", str(error))
+            if found is None or not _LOCAL_ROW.search(str(error)):
+                raise
+            blocks = joined.to_delayed()[: int(found.group(1))]
+            offset = int(sum(compute(*[delayed(len)(b) for b in blocks]))) if blocks else 0
+            raise ValueError(global_rows(str(error), offset)) from None
         offsets = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
         return cls(parts, offsets, len(names), names, None if target is None else str(target))
 
