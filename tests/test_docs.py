@@ -158,3 +158,31 @@ def test_docs_name_papers_not_internal_files(forbidden):
         if forbidden.search(line)
     ]
     assert not hits, f"{forbidden.pattern!r} found at " + ", ".join(hits)
+
+
+def _hook():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("rst_roles", DOCS / "hooks" / "rst_roles.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_hook_renders_sphinx_roles_and_math_on_api_pages():
+    rewrite = _hook().rewrite
+    assert (
+        rewrite("see :func:<code>~privopt.noise.nu_dpftrl</code>") == "see <code>nu_dpftrl</code>"
+    )
+    assert (
+        rewrite(":class:<code>privopt.PrivacyBudget</code>") == "<code>privopt.PrivacyBudget</code>"
+    )
+    assert rewrite(":math:<code>x^2 &lt; 1</code>") == (
+        '<span class="arithmatex">\\(x^2 &lt; 1\\)</span>'
+    )
+    block = (
+        '<p>.. math::</p>\n<div class="highlight"><pre><span></span>'
+        "<code>a = b\n</code></pre></div>"
+    )
+    assert rewrite(block) == '<div class="arithmatex">\\[a = b\\]</div>'
+    assert rewrite("<code>:func:</code> and plain text") == "<code>:func:</code> and plain text"
