@@ -1,10 +1,10 @@
 """A private step against a non-private step on Hugging Face models, CPU, one thread.
 
-Two models built from a config (no download): a tiny GPT-2 (``GPT2LMHeadModel``: 2 layers,
-width 64, 4 heads, vocabulary 128, dropout 0) fully fine-tuned, and the same model with
-``peft`` LoRA adapters (rank 4 on ``c_attn`` and ``c_proj``, base frozen). Batch of
-``--batch`` sequences of ``--length`` tokens, per-example loss the summed next-token
-cross-entropy.
+Models built from a config (no download): GPT-2 (``GPT2LMHeadModel``, 4 heads, vocabulary
+128, dropout 0) at two sizes, ``tiny`` (2 layers, width 64, batch 32 x 32 tokens) and ``small``
+(4 layers, width 256, batch 16 x 64 tokens), each fully fine-tuned and with ``peft`` LoRA
+adapters (rank 4 on ``c_attn`` and ``c_proj``, base frozen). The per-example loss is the summed
+next-token cross-entropy.
 
 * non-private step: ``loss.sum().backward()`` and ``optimizer.step()`` (SGD);
 * private step: ``GradientClipper.clipped_sum`` (one forward, one backward to the layers'
@@ -16,7 +16,7 @@ Each timing is the median over ``--repeats`` of the mean of ``--steps`` steps af
 The ratio private / non-private is the number to compare (the machine is shared, so absolute
 times move). Results go to ``benchmarks/torch_hf_results.json``.
 
-    python benchmarks/torch_hf_bench.py [--batch 32] [--length 32] [--steps 5] [--repeats 3]
+    python benchmarks/torch_hf_bench.py [--sizes tiny small] [--steps 5] [--repeats 3]
 """
 
 from __future__ import annotations
@@ -44,12 +44,19 @@ def lm_loss(out, ids):
     return per.view(ids.shape[0], -1).sum(1)
 
 
-def build(kind: str):
+FIELDS = ("layers", "width", "batch", "length")
+SIZES = {  # name: FIELDS
+    "tiny": (2, 64, 32, 32),
+    "small": (4, 256, 16, 64),
+}
+
+
+def build(kind: str, layers: int, width: int):
     from peft import LoraConfig, get_peft_model
     from transformers import GPT2Config, GPT2LMHeadModel
 
     config = GPT2Config(
-        n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64, use_cache=False,
+        n_layer=layers, n_embd=width, n_head=4, vocab_size=128, n_positions=64, use_cache=False,
         resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, bos_token_id=0, eos_token_id=0,
     )  # fmt: skip
     torch.manual_seed(0)
@@ -71,10 +78,12 @@ def _time(step, steps: int) -> float:
     return (time.perf_counter() - start) / steps * 1e3
 
 
-def bench(kind: str, ids: torch.Tensor, steps: int, repeats: int) -> dict:
+def bench(kind: str, size: str, steps: int, repeats: int) -> dict:
     from privopt.torch import GradientClipper
 
-    model = build(kind)
+    layers, width, batch, length = SIZES[size]
+    ids = torch.randint(0, 128, (batch, length), generator=torch.Generator().manual_seed(0))
+    model = build(kind, layers, width)
     params = [p for p in model.parameters() if p.requires_grad]
     opt = torch.optim.SGD(params, lr=1e-3)
     clipper = GradientClipper(model)
@@ -105,6 +114,8 @@ def bench(kind: str, ids: torch.Tensor, steps: int, repeats: int) -> dict:
         "non_private_ms": median["non_private"],
         "private_ms": median["private"],
         "ratio": median["private"] / median["non_private"],
+        "overhead_ms": median["private"] - median["non_private"],
+        "batch": [batch, length],
         "runs_ms": runs,
         "methods": dict(clipper.methods),
     }
@@ -112,29 +123,30 @@ def bench(kind: str, ids: torch.Tensor, steps: int, repeats: int) -> dict:
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--batch", type=int, default=32)
-    parser.add_argument("--length", type=int, default=32)
+    parser.add_argument("--sizes", nargs="+", default=list(SIZES), choices=list(SIZES))
     parser.add_argument("--steps", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--out", type=Path, default=OUT)
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    ids = torch.randint(
-        0, 128, (args.batch, args.length), generator=torch.Generator().manual_seed(0)
-    )
-    results = {kind: bench(kind, ids, args.steps, args.repeats) for kind in ("full", "lora")}
-    results["lora_private_over_full_private"] = (
-        results["lora"]["private_ms"] / results["full"]["private_ms"]
-    )
+    results = {}
+    for size in args.sizes:
+        for kind in ("full", "lora"):
+            results[f"{size}:{kind}"] = r = bench(kind, size, args.steps, args.repeats)
+            print(
+                f"{size} {kind:4s}: non-private {r['non_private_ms']:.1f} ms, private "
+                f"{r['private_ms']:.1f} ms, ratio {r['ratio']:.2f}, overhead "
+                f"{r['overhead_ms']:.1f} ms ({r['trainable_parameters']:,} trainable)"
+            )
     import peft
     import transformers
 
     record = {
         "benchmark": (
-            f"private step (clipped sum + noise + SGD) against non-private step, tiny GPT-2 "
-            f"(2 layers, width 64) fully fine-tuned and with LoRA r=4, batch {args.batch} x "
-            f"{args.length} tokens, CPU"
+            "private step (clipped sum + noise + SGD) against non-private step, GPT-2 built "
+            "from a config, fully fine-tuned and with LoRA r=4, CPU"
         ),
+        "sizes": {k: dict(zip(FIELDS, SIZES[k], strict=True)) for k in SIZES},
         "machine": f"{platform.machine()}, {platform.system()}, 1 torch thread (shared machine: "
         "compare ratios within this file)",
         "torch": torch.__version__,
@@ -146,13 +158,6 @@ def main(argv: list[str] | None = None) -> None:
         "results": results,
     }
     args.out.write_text(json.dumps(record, indent=2) + "\n")
-    for kind in ("full", "lora"):
-        r = results[kind]
-        print(
-            f"{kind:5s}: non-private {r['non_private_ms']:.1f} ms, private {r['private_ms']:.1f} "
-            f"ms, ratio {r['ratio']:.2f} ({r['trainable_parameters']:,} trainable)"
-        )
-    print(f"LoRA private / full private: {results['lora_private_over_full_private']:.2f}")
     print(f"written to {args.out}", file=sys.stderr)
 
 

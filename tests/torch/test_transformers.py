@@ -165,6 +165,30 @@ def test_shared_output_used_twice_is_hosted_by_the_parent_and_exact():
     assert "pos" not in methods and methods[""] == "torch.func"
 
 
+class _SharedInPlace(nn.Module):
+    """A shared position embedding scaled in place, then added: an in-place operation returns
+    O itself (not counted as a use), so the version guard keeps it from being tapped."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(10, 4)
+        self.pos = nn.Embedding(6, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, ids):
+        p = self.pos(torch.arange(ids.shape[1])[None])
+        p.mul_(3.0)
+        return self.head(torch.tanh(self.tok(ids) + p)).sum((1, 2))
+
+
+def test_shared_output_modified_in_place_is_not_tapped_and_exact():
+    torch.manual_seed(9)
+    model = _SharedInPlace().double()
+    ids = torch.randint(0, 10, (4, 6))
+    methods = _exact(model, lambda out, y: out**2, ids, None, batch=4)
+    assert "pos" not in methods and methods[""] == "torch.func"
+
+
 def test_tap_accounting_refuses_a_gradient_that_went_elsewhere():
     call = Call(0, "wpe", nn.Embedding(3, 2), None)
     grad_r = torch.ones(4, 3, 2, dtype=torch.float64)

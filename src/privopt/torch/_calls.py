@@ -48,7 +48,8 @@ dimension must be 0. Then example i's gradient of O is row i of dL/dR (R_i = X_i
 examples are independent), so the call hosts its parameters with its own rule, the shared input
 expanded to B rows, instead of the enclosing call (for GPT-2 the whole transformer) being
 replayed per example. Identity accounting, verified each step: every torch function taking O is
-counted (a function returning O itself, such as ``O.to(same device)``, is transparent), and
+counted (a function returning O itself, such as ``O.to(same device)``, is transparent; O
+modified in place is never tapped), and
 ``sum_i dL/dR_i`` must equal dL/dO (a use of O that the mode could not see breaks it; refused).
 """
 
@@ -217,8 +218,9 @@ class CallRecorder:
         self.stack: list[int] = []
         self.uses: dict[int, set] = {}
         self.mode: str | None = None  # "record" | "probe" | None
-        # broadcast taps: id(O) -> (call index, O); call index -> [R or None per use of O]
-        self.candidates: dict[int, tuple[int, torch.Tensor]] = {}
+        # broadcast taps: id(O) -> (call index, O, O's version); call index -> [(R, R's
+        # version) or None per use of O]
+        self.candidates: dict[int, tuple[int, torch.Tensor, int]] = {}
         self.taps: dict[int, list] = {}
         self._handles = []
         for name, module in model.named_modules():
@@ -253,7 +255,7 @@ class CallRecorder:
             found = self.candidates.get(id(t))
             if found is None or found[1] is not t or all(o is t for o in outs):
                 continue
-            k, o = found
+            k, o, _ = found
             tap = None
             name = getattr(func, "__name__", "")
             if name in ("add", "__add__", "__radd__") and not kwargs and len(args) == 2:
@@ -272,10 +274,13 @@ class CallRecorder:
             self.taps.setdefault(k, []).append(tap)
 
     def _finish_taps(self) -> None:
-        """Tap every candidate used exactly once, by a broadcast addition not since modified."""
-        for k, o in self.candidates.values():
+        """Tap every candidate used exactly once, by a broadcast addition, neither O nor R
+        modified in place since (an in-place operation returns O itself and is not counted)."""
+        for k, o, version in self.candidates.values():
             uses = self.taps.get(k, [])
             if len(uses) != 1 or uses[0] is None or uses[0][0]._version != uses[0][1]:
+                continue
+            if o._version != version:
                 continue
             call, r = self.calls[k], uses[0][0]
             call.shared = o
@@ -289,7 +294,7 @@ class CallRecorder:
     def _candidate(self, index: int, output) -> None:
         outs = tensor_leaves(output)
         if len(outs) == 1 and outs[0].dim() > 0 and outs[0].shape[0] == 1 and outs[0].requires_grad:
-            self.candidates[id(outs[0])] = (index, outs[0])
+            self.candidates[id(outs[0])] = (index, outs[0], outs[0]._version)
 
     def _pre(self, name: str):
         def hook(module, args, kwargs):
