@@ -186,3 +186,21 @@ def test_hook_renders_sphinx_roles_and_math_on_api_pages():
     )
     assert rewrite(block) == '<div class="arithmatex">\\[a = b\\]</div>'
     assert rewrite("<code>:func:</code> and plain text") == "<code>:func:</code> and plain text"
+
+
+@pytest.mark.slow
+def test_site_builds_strict(tmp_path):
+    """``make docs``: no warning (strict), every internal link and anchor resolves (~40 s)."""
+    pytest.importorskip("mkdocs")
+    pytest.importorskip("mkdocstrings")
+    env = {**os.environ, "NO_MKDOCS_2_WARNING": "1"}
+    done = subprocess.run(
+        [sys.executable, "-m", "mkdocs", "build", "--strict", "--site-dir", str(tmp_path / "site")],
+        cwd=ROOT,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=900,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    assert (tmp_path / "site" / "theory" / "correlated-noise" / "index.html").exists()
