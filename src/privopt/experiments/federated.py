@@ -107,31 +107,41 @@ def train_run(
 ):
     """One federated run; returns (model, FederatedResult). ``epsilon=None``: non-private
     federated averaging (same cohorts as the correlated mechanisms, clipping, no noise)."""
-    from privopt.federated import federated_plan, train_federated
-    from privopt.noise import SensitivityUpperBoundWarning
+    from privopt.federated import train_federated
 
     mechanism = METHODS["nu-dpftrl" if epsilon is None else method]
     accountant = dpsgd_accountant if mechanism == "dpsgd" else "auto"
-    tuned, choices = _tuned(mechanism, data.num_users, size["cohort"], size["epochs"])
+    plan, choices = _plan(mechanism, data.num_users, size["cohort"], size["epochs"], epsilon,
+                          accountant)  # fmt: skip
     model = next_token_model(size["vocab"], seed=seed)
-    with warnings.catch_warnings(record=True) as caught:  # the restarted tree's bound, stated
-        warnings.simplefilter("always", SensitivityUpperBoundWarning)
-        plan, _ = federated_plan(tuned or mechanism, data.num_users, cohort_size=size["cohort"],
-                                 epochs=size["epochs"], clip_norm=1.0)  # fmt: skip
-        if epsilon is not None:
-            plan = plan.calibrate(epsilon, DELTA, accountant=accountant)
-        result = train_federated(
-            model, _loss, data, plan, delta=DELTA, private=epsilon is not None,
-            seed=10_000 + seed, local_steps=1, client_lr=CLIENT_LR,
-            server_lr=cooldown_schedule(server_lr, plan.steps), server_momentum=MOMENTUM,
-            accountant=accountant,
-        )  # fmt: skip
-    choices = {**choices, "sampling": "poisson" if tuned is None else "fixed"}
-    choices["sensitivity_upper_bound"] = any(
-        issubclass(w.category, SensitivityUpperBoundWarning) for w in caught
-    )
+    result = train_federated(
+        model, _loss, data, plan, delta=DELTA, private=epsilon is not None, seed=10_000 + seed,
+        local_steps=1, client_lr=CLIENT_LR, server_lr=cooldown_schedule(server_lr, plan.steps),
+        server_momentum=MOMENTUM, accountant=accountant,
+    )  # fmt: skip
     result.info["choices"] = choices
     return model, result
+
+
+@functools.lru_cache(maxsize=64)
+def _plan(mechanism: str, users: int, cohort: int, epochs: int, epsilon, accountant: str):
+    """The run's plan, calibrated once per (method, size, epsilon) (DP-FedAvg's PLD search
+    takes seconds), and its public choices, with whether a sensitivity is an upper bound
+    (the restarted tree's, stated)."""
+    from privopt.federated import federated_plan
+    from privopt.noise import SensitivityUpperBoundWarning
+
+    tuned, choices = _tuned(mechanism, users, cohort, epochs)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", SensitivityUpperBoundWarning)
+        plan, _ = federated_plan(tuned or mechanism, users, cohort_size=cohort, epochs=epochs,
+                                 clip_norm=1.0)  # fmt: skip
+        if epsilon is not None:
+            plan = plan.calibrate(epsilon, DELTA, accountant=accountant)
+            plan.event()  # the sensitivity, computed (and cached on the plan) here
+    bound = any(issubclass(w.category, SensitivityUpperBoundWarning) for w in caught)
+    sampling = "poisson" if tuned is None else "fixed"
+    return plan, {**choices, "sampling": sampling, "sensitivity_upper_bound": bound}
 
 
 @functools.lru_cache(maxsize=16)
