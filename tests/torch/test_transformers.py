@@ -189,6 +189,29 @@ def test_shared_output_modified_in_place_is_not_tapped_and_exact():
     assert "pos" not in methods and methods[""] == "torch.func"
 
 
+class _AddedInPlace(nn.Module):
+    """``h += position embedding`` (older BERT code): tapped like h + p."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok = nn.Embedding(10, 4)
+        self.pos = nn.Embedding(6, 4)
+        self.head = nn.Linear(4, 1)
+
+    def forward(self, ids):
+        h = self.tok(ids) * 2.0
+        h += self.pos(torch.arange(ids.shape[1])[None])
+        return self.head(torch.tanh(h)).sum((1, 2))
+
+
+def test_in_place_addition_of_a_shared_output_is_tapped_and_exact():
+    torch.manual_seed(10)
+    model = _AddedInPlace().double()
+    ids = torch.randint(0, 10, (4, 6))
+    methods = _exact(model, lambda out, y: out**2, ids, None, batch=4)
+    assert methods == {"tok": "Embedding rule", "pos": "Embedding rule", "head": "Linear rule"}
+
+
 def test_tap_accounting_refuses_a_gradient_that_went_elsewhere():
     call = Call(0, "wpe", nn.Embedding(3, 2), None)
     grad_r = torch.ones(4, 3, 2, dtype=torch.float64)

@@ -43,14 +43,14 @@ sequence is present has B rows that the probe cannot tell from a batch dimension
 position embedding ``wpe(position_ids)`` with ``position_ids`` of shape (1, T)) is not
 eligible by itself: the gradient of O is the sum over the examples. When O's only
 differentiable use in the forward is one addition ``R = X + O`` broadcasting O along dimension
-0 (X of R's shape), the call is *tapped*: its output is taken to be R, whose probed batch
-dimension must be 0. Then example i's gradient of O is row i of dL/dR (R_i = X_i + O_0, and
-examples are independent), so the call hosts its parameters with its own rule, the shared input
-expanded to B rows, instead of the enclosing call (for GPT-2 the whole transformer) being
-replayed per example. Identity accounting, verified each step: every torch function taking O is
-counted (a function returning O itself, such as ``O.to(same device)``, is transparent; O
-modified in place is never tapped), and
-``sum_i dL/dR_i`` must equal dL/dO (a use of O that the mode could not see breaks it; refused).
+0 (X of R's shape; ``X += O`` too, R then being X), the call is *tapped*: its output is taken to
+be R, whose probed batch dimension must be 0. Then example i's gradient of O is row i of dL/dR
+(R_i = X_i + O_0, and examples are independent), so the call hosts its parameters with its own
+rule, the shared input expanded to B rows, instead of the enclosing call (for GPT-2 the whole
+transformer) being replayed per example. Identity accounting, verified each step: every torch
+function taking O is counted (a function returning O itself, such as ``O.to(same device)``, is
+transparent; O modified in place is never tapped), and ``sum_i dL/dR_i`` must equal dL/dO (a
+use of O that the mode could not see breaks it; refused).
 """
 
 from __future__ import annotations
@@ -174,6 +174,10 @@ class Call:
         return f"{self.name or 'the model'} ({type(self.module).__name__})"
 
 
+#: torch functions computing X + O (in place on X for the last two: R is X, modified)
+_ADDITIONS = ("add", "__add__", "__radd__", "__iadd__", "add_")
+
+
 def _arg_tensors(args, kwargs) -> list[torch.Tensor]:
     """The tensors among a torch function's arguments (flat ones without a pytree walk: this
     runs for every operation of the recorded forward)."""
@@ -258,7 +262,7 @@ class CallRecorder:
             k, o, _ = found
             tap = None
             name = getattr(func, "__name__", "")
-            if name in ("add", "__add__", "__radd__") and not kwargs and len(args) == 2:
+            if name in _ADDITIONS and not kwargs and len(args) == 2:
                 x = args[1] if args[0] is o else args[0]
                 r = out
                 if (
