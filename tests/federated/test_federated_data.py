@@ -86,6 +86,15 @@ def test_every_argument_is_checked_with_one_line(kwargs, message):
     assert "\n" not in str(info.value)
 
 
+def test_an_unknown_accountant_is_refused_before_training():
+    x, y, ids = toy_data()
+    data = UserData.from_records(x, y, ids)
+    plan, _ = federated_plan("nu-dpftrl", data.num_users, cohort_size=6, epochs=1, clip_norm=1)
+    plan = plan.calibrate(2.0, 1e-3)
+    with pytest.raises(ValueError, match="Expected accountant in"):
+        train_federated(mlp(), ce, data, plan, delta=1e-3, seed=0, accountant="bogus")
+
+
 def test_the_plan_must_be_over_the_datas_users_and_calibrated():
     data, plan = _setup()
     other, _ = federated_plan("dpsgd", data.num_users + 1, cohort_size=6, epochs=1, clip_norm=1)

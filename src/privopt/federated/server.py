@@ -214,6 +214,7 @@ def train_federated(
     if private:  # recorded before any record is read
         ledger = PrivacyLedger(plan.neighbouring)
         ledger.record(plan.event())
+        ledger.resolve_accountant(accountant)  # an unknown or unfit accountant, refused now
         for text in user_level_assumptions(plan, local_steps):
             ledger.assume(text)
         ledger.assume(SECURE_ASSUMPTION if secure else SECRET_SEED_ASSUMPTION)
