@@ -45,3 +45,22 @@ def test_unknown_methods_and_epsilons_are_refused(tmp_path):
         reproduce_federated(tmp_path, quick=True, methods=("fedprox",))
     with pytest.raises(ValueError, match="epsilons"):
         reproduce_federated(tmp_path, quick=True, epsilons=(-1.0,))
+
+
+@pytest.mark.slow
+def test_the_cli_quick_run_prints_every_run_as_json(capsys, tmp_path):
+    from privopt.cli import main
+
+    code = 0
+    try:
+        main(["reproduce", "federated", "--quick", "--json", "--out", str(tmp_path)])
+    except SystemExit as exc:
+        code = exc.code
+    captured = capsys.readouterr()
+    assert code == 0, captured.err
+    data = json.loads(captured.out)
+    methods, epsilons = ("dp-fedavg", "nu-dpftrl", "banded", "tree"), (2, 8)
+    assert set(data["results"]) == {f"{m}@eps={e}" for m in methods for e in epsilons}
+    assert all(r["epsilon"] <= r["target_epsilon"] for r in data["results"].values())
+    assert data["privacy_unit"] == "user" and "test_accuracy" in data["non_private"]
+    assert (tmp_path / "federated.png").exists() and (tmp_path / "federated.json").exists()
