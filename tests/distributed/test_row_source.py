@@ -42,8 +42,8 @@ class MemoryRows:
         Z, t = request.bounds.transform(self.X[keep], self.y[keep])
         est = request.estimator
         return est._run(
-            request.method, Z, t, request.bounds, request.mu, est.epsilon, request.rng,
-            request.ledger, float(request.n_main),
+            request.method, Z, t, request.bounds, request.budget, request.rng, request.ledger,
+            float(request.n_main),
         )  # fmt: skip
 
 

@@ -80,7 +80,7 @@ class DaskRowSource:
             self.rows,
             r.excluded,
             r.bounds,
-            r.mu,
+            r.budget,
             r.rng,
             r.ledger,
             r.n_main,
@@ -114,19 +114,25 @@ def fit_linear_regression(
     return est.fit(source, None)
 
 
-def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback):
+def _run(est, method, rows, excluded, bounds, budget, rng, ledger, n_main, callback):
     """The method on the cluster, with the in-memory runner's public utility checks."""
     from privopt.estimators import _regression_methods as rm
 
     p = bounds.transform(np.zeros((1, rows.n_features))).shape[1]
     if method == "adassp":
         w, info = adassp_dask(
-            rows, excluded, bounds, mu=mu, rng=rng, ledger=ledger, budget_split=rm.ADASSP_SPLIT
+            rows,
+            excluded,
+            bounds,
+            mu=budget.mu,
+            rng=rng,
+            ledger=ledger,
+            budget_split=rm.ADASSP_SPLIT,
         )
         return rm.adassp_result(w, info, (n_main, p), bounds)
     if method == "newton":
         w, info = newton_dask(
-            rows, excluded, bounds, mu=mu, rng=rng, ledger=ledger, public_n=float(n_main)
+            rows, excluded, bounds, mu=budget.mu, rng=rng, ledger=ledger, public_n=float(n_main)
         )
         return rm.newton_result(w, info, (n_main, p), bounds)
     if method == "ambssgd":
@@ -136,34 +142,36 @@ def _run(est, method, rows, excluded, bounds, mu, rng, ledger, n_main, callback)
             rows,
             excluded,
             bounds,
-            epsilon=est.epsilon,
-            delta=est.delta,
-            mu=mu,
-            moment_mu=mu * math.sqrt(AMBSSGD_MOMENT_SHARE),
+            epsilon=budget.epsilon,  # the fit's target, for the refusal's message only
+            delta=budget.delta,
+            mu=budget.mu,
+            moment_mu=budget.mu * math.sqrt(AMBSSGD_MOMENT_SHARE),
             rng=rng,
             ledger=ledger,
             diagnostics=est.diagnostics,
         )
         return w, trace, info, rm.rounds_reasons(info["learning_rate"], h_norm, info["steps"])
     if method == "ftrl-sigma":
+        epsilon, delta = budget.target(method)
         w, trace, info = ftrl_sigma_dask(
             rows,
             excluded,
             bounds,
-            epsilon=est.epsilon,
-            delta=est.delta,
+            epsilon=epsilon,
+            delta=delta,
             public_X=est.public_X,
             rng=rng,
             ledger=ledger,
             diagnostics=est.diagnostics,
         )
         return w, trace, info, []
+    epsilon, delta = budget.target(method)
     w, trace, info = dpsgd_dask(
         rows,
         excluded,
         bounds,
-        epsilon=rm.capped_dpsgd_epsilon(est.epsilon, stacklevel=4),
-        delta=est.delta,
+        epsilon=rm.capped_dpsgd_epsilon(epsilon, stacklevel=4),
+        delta=delta,
         rng=rng,
         ledger=ledger,
         public_n=float(n_main),

@@ -2,10 +2,11 @@
 
 Each runner takes the transformed rows ``Z`` (centred, standardised, clipped, with the
 intercept column) and targets ``t``, the :class:`~privopt.releases.preprocess.LinearBounds`
-that produced them, the GDP budget ``mu`` left for the method (or the estimator's epsilon when
-the method calibrates itself on rows disjoint from the preprocessing), and returns
-``(w, trace, info, reasons)``: ``reasons`` lists what the public utility checks of
-:mod:`privopt.estimators._utility` found (empty for a healthy configuration).
+that produced them, and the method's :class:`MethodBudget` (the one privacy currency the
+estimator hands a method: the GDP ``mu`` its releases may spend, and the (epsilon, delta)
+target a self-calibrating method calibrates its plan to when the preprocessing ran on disjoint
+rows), and returns ``(w, trace, info, reasons)``: ``reasons`` lists what the public utility
+checks of :mod:`privopt.estimators._utility` found (empty for a healthy configuration).
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import warnings
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -38,6 +40,7 @@ __all__ = [
     "ADASSP_SPLIT",
     "AUTO_GRAM_CONSTANT",
     "DPSGD_MAX_EPSILON",
+    "MethodBudget",
     "adassp_result",
     "capped_dpsgd_epsilon",
     "choose_method",
@@ -80,6 +83,35 @@ AUTO_MAX_GRAM_DIM = 2000
 NEWTON_STEPS = 3
 
 
+@dataclass(frozen=True)
+class MethodBudget:
+    """The privacy a method run may spend, handed over once by the estimator (issue 28 item 2).
+
+    ``mu``: the GDP budget of the method's releases: ``gdp_mu(epsilon, delta)`` of the fit's
+    target, or the share of it left when private preprocessing shared the rows (sequential
+    composition, exact in GDP: mu^2 = mu_pre^2 + mu^2_method). ``shared`` says which. A method
+    whose accounting is not GDP (Poisson DP-SGD's PLD, DP-SSGD's shuffling, DP-FTRL-Σ's tree)
+    calibrates its plan to the fit's ``(epsilon, delta)`` directly (:meth:`target`), which
+    holds only when the preprocessing ran on a disjoint slice (parallel composition): then
+    nothing is converted, neither mu back to epsilon nor epsilon to mu.
+    """
+
+    epsilon: float
+    delta: float
+    mu: float
+    shared: bool = False
+
+    def target(self, method: str) -> tuple[float, float]:
+        """(epsilon, delta) for a method that calibrates its own plan; refused when the
+        preprocessing shares its rows (its budget is then a share of mu only)."""
+        if self.shared:
+            raise ValueError(
+                f"method {method!r} calibrates to (epsilon, delta); its preprocessing must run "
+                "on a disjoint slice, not share the rows."
+            )
+        return self.epsilon, self.delta
+
+
 def choose_method(n: int, d: int, epsilon: float, delta: float, intercept: bool = True) -> str:
     """The default method from public quantities only (N, d, epsilon, delta)."""
     p = d + int(intercept)
@@ -120,18 +152,18 @@ def _at_bounds(method, Z, t, bounds, mu, rng, ledger, **options) -> tuple:
     return method(Z, t, row_bound=R, target_bound=T, mu=mu, rng=rng, ledger=ledger, **options)
 
 
-def run_newton(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
+def run_newton(est, Z, t, bounds, budget, rng, ledger, n_public) -> tuple:
     w, info = _at_bounds(
-        dp_newton, Z, t, bounds, mu, rng, ledger, public_n=n_public, steps=NEWTON_STEPS
+        dp_newton, Z, t, bounds, budget.mu, rng, ledger, public_n=n_public, steps=NEWTON_STEPS
     )
     return newton_result(w, info, Z.shape, bounds)
 
 
-def run_newton_rows(est, X, y, bounds, mu, rng, ledger, n_public) -> tuple:
+def run_newton_rows(est, X, y, bounds, budget, rng, ledger, n_public) -> tuple:
     """:func:`run_newton` on ``bounds.transform(X, y)`` without forming it (the same releases
     and model up to summation order: :func:`~privopt.releases.newton.dp_newton_rows`)."""
     w, info = dp_newton_rows(
-        X, y, bounds, mu=mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS
+        X, y, bounds, mu=budget.mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS
     )
     p = X.shape[1] + int(bounds.intercept_scale > 0)
     return newton_result(w, info, (X.shape[0], p), bounds)
@@ -150,8 +182,8 @@ def newton_result(w, info, shape, bounds) -> tuple:
     return w, FitTrace.empty(), info, reasons
 
 
-def run_adassp(est, Z, t, bounds, mu, rng, ledger, n_public) -> tuple:
-    w, info = _at_bounds(adassp, Z, t, bounds, mu, rng, ledger, budget_split=ADASSP_SPLIT)
+def run_adassp(est, Z, t, bounds, budget, rng, ledger, n_public) -> tuple:
+    w, info = _at_bounds(adassp, Z, t, bounds, budget.mu, rng, ledger, budget_split=ADASSP_SPLIT)
     return adassp_result(w, info, Z.shape, bounds)
 
 
@@ -162,15 +194,16 @@ def adassp_result(w, info, shape, bounds) -> tuple:
     return w, FitTrace.empty(), info, reasons
 
 
-def run_dpsgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
-    """DP-SGD at ``epsilon`` after :func:`capped_dpsgd_epsilon` (the only place the cap acts)."""
+def run_dpsgd(est, Z, t, bounds, budget, rng, ledger, n_public) -> tuple:
+    """DP-SGD at the budget's target after :func:`capped_dpsgd_epsilon` (the one cap)."""
+    epsilon, delta = budget.target("dpsgd")
     w, trace, info = dpsgd_linear(
         Z,
         t,
         row_bound=bounds.row_bound,
         target_bound=bounds.y_radius,
         epsilon=capped_dpsgd_epsilon(epsilon, stacklevel=5),
-        delta=est.delta,
+        delta=delta,
         rng=rng,
         ledger=ledger,
         public_n=n_public,
@@ -192,11 +225,12 @@ def dpsgd_result(w, trace, info, p, bounds) -> tuple:
     return w, trace, info, reasons
 
 
-def run_ssgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
-    """DP-SSGD: its plan calibrated once at ``epsilon`` (FMT21), the step size from alpha."""
+def run_ssgd(est, Z, t, bounds, budget, rng, ledger, n_public) -> tuple:
+    """DP-SSGD: its plan calibrated once at the budget's target (FMT21), the step size from
+    alpha."""
     n, p = Z.shape
     clip = bounds.row_bound * bounds.y_radius
-    plan = ssgd_plan(n, clip, ledger.neighbouring).calibrate(epsilon, est.delta)
+    plan = ssgd_plan(n, clip, ledger.neighbouring).calibrate(*budget.target("ssgd"))
     alpha = plan.noise_multiplier / 2.0
     eta = practical_learning_rate(bounds.row_bound, p, alpha)
     w, trace, info = run_ssgd_plan(
@@ -220,17 +254,19 @@ def run_ssgd(est, Z, t, bounds, epsilon, rng, ledger, n_public) -> tuple:
     return w, trace, info, reasons
 
 
-def run_ambssgd(est, Z, t, bounds, mu, rng, ledger, n_public, moment_mu) -> tuple:
+def run_ambssgd(est, Z, t, bounds, budget, rng, ledger, n_public, moment_share) -> tuple:
     """DP-AMBSSGD after a private second moment of the rows (its own share of the budget).
 
     The moment is released on (a secret subset of) the same rows, so it composes sequentially
     with the rounds (which compose in parallel with each other): the rounds get
-    ``mu^2 - moment_mu^2``. ||H|| is bias-corrected for the noise (:meth:`SecondMoment.h_norm`
+    ``mu^2 - moment_mu^2``, with ``moment_mu^2 = moment_share mu^2`` (mu the budget's).
+    ||H|| is bias-corrected for the noise (:meth:`SecondMoment.h_norm`
     is the top eigenvalue of H + E; the spike of a symmetric Gaussian perturbation with entry
     std s sits at lambda + s^2 p / lambda, which is inverted here when it exceeds the noise edge
     2 s sqrt(p)).
     """
     n, p = Z.shape
+    mu, moment_mu = budget.mu, budget.mu * math.sqrt(moment_share)
     x_dim = p - 1 if bounds.intercept_scale > 0 else p
     plain = Z[:, :x_dim]
     rows = np.sort(rng.choice(n, min(n, 50_000), replace=False))
@@ -249,8 +285,8 @@ def run_ambssgd(est, Z, t, bounds, mu, rng, ledger, n_public, moment_mu) -> tupl
         rows.size,
         moment_mu=moment_mu,
         mu=mu,
-        epsilon=est.epsilon,
-        delta=est.delta,
+        epsilon=budget.epsilon,  # the fit's target, for the refusal's message only
+        delta=budget.delta,
         bounds=bounds,
         x_dim=x_dim,
     )

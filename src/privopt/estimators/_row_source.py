@@ -45,14 +45,14 @@ __all__ = [
 @dataclass(frozen=True)
 class MethodRequest:
     """What a backend needs to run a method on its main rows: the public configuration, the
-    method's GDP budget ``mu`` (a share left by sequential preprocessing) and the fit's
-    generator and ledger. ``estimator`` is read for its parameters only (``get_params``)."""
+    method's one budget (:class:`~privopt.estimators._regression_methods.MethodBudget`) and
+    the fit's generator and ledger. ``estimator`` is read for its parameters only."""
 
     method: str
     estimator: Any
     excluded: np.ndarray
     bounds: LinearBounds
-    mu: float
+    budget: Any
     rng: np.random.Generator
     ledger: PrivacyLedger
     n_main: int
@@ -147,7 +147,8 @@ def fit_row_source(est: Any, source: RowSource, sample_weight: Any = None) -> An
         est.feature_names_in_ = np.asarray(source.feature_names, dtype=object)
     ledger, rng, mu, bounds = est._start_fit(method, d)
     bounds, mu_main, excluded = est._preprocess(method, n, d, bounds, mu, rng, ledger, source.take)
-    request = MethodRequest(method, est, excluded, bounds, mu_main, rng, ledger, n - excluded.size)
+    budget = est._method_budget(method, mu_main)
+    request = MethodRequest(method, est, excluded, bounds, budget, rng, ledger, n - excluded.size)
     w, trace, info, reasons = source.run_method(request)
     est._finish_fit(method, w, trace, info, reasons, bounds, ledger)  # DP-AMBSSGD's _bounds
     est.fit_info_["backend"] = source.backend

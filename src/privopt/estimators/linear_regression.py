@@ -28,6 +28,7 @@ from privopt.estimators._private_bounds import (
     quantile_slice_rows,  # noqa: F401 (re-exported: its earlier home)
 )
 from privopt.estimators._regression_methods import (
+    MethodBudget,
     choose_method,
     describe,
     method_fixes,
@@ -244,16 +245,17 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         keep = np.ones(n, dtype=bool)
         keep[excluded] = False
         main_rows = np.flatnonzero(keep)  # the rows the method reads (sorted)
+        budget = self._method_budget(method, mu_main)
         if method == "newton" and main_rows.size == n and sample_weight is None:
             # blockwise from X: the same releases, no transformed copy of X (issue 16's speed)
             w, trace, info, reasons = run_newton_rows(
-                self, X, y, bounds, mu_main, rng, ledger, float(n)
+                self, X, y, bounds, budget, rng, ledger, float(n)
             )
         else:
             Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
             Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # no-op if None
             w, trace, info, reasons = self._run(
-                method, Z, t, bounds, mu_main, self.epsilon, rng, ledger, float(main_rows.size)
+                method, Z, t, bounds, budget, rng, ledger, float(main_rows.size)
             )
         return self._finish_fit(method, w, trace, info, reasons, bounds, ledger)
 
@@ -364,22 +366,27 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             self._refuse(m, needed, "private preprocessing (no public bounds given)")
         return min(max(share, self.preprocess_fraction), MAX_PREPROCESS_SHARE)
 
-    def _run(self, method, Z, t, bounds, mu, epsilon, rng, ledger, n_public):
+    def _method_budget(self, method: str, mu: float) -> MethodBudget:
+        """The one budget handed to the method: the fit's target and the GDP mu left to it
+        (shared with the preprocessing for the sequential methods)."""
+        return MethodBudget(self.epsilon, self.delta, mu, shared=method in SEQUENTIAL)
+
+    def _run(self, method, Z, t, bounds, budget, rng, ledger, n_public):
         if method == "newton":
-            return run_newton(self, Z, t, bounds, mu, rng, ledger, n_public)
+            return run_newton(self, Z, t, bounds, budget, rng, ledger, n_public)
         if method == "adassp":
-            return run_adassp(self, Z, t, bounds, mu, rng, ledger, n_public)
+            return run_adassp(self, Z, t, bounds, budget, rng, ledger, n_public)
         if method == "ambssgd":
-            moment_mu = mu * math.sqrt(AMBSSGD_MOMENT_SHARE)
-            return run_ambssgd(self, Z, t, bounds, mu, rng, ledger, n_public, moment_mu)
+            share = AMBSSGD_MOMENT_SHARE
+            return run_ambssgd(self, Z, t, bounds, budget, rng, ledger, n_public, share)
         if method == "dpsgd":
-            return run_dpsgd(self, Z, t, bounds, epsilon, rng, ledger, n_public)
+            return run_dpsgd(self, Z, t, bounds, budget, rng, ledger, n_public)
         if method == "ssgd":
-            return run_ssgd(self, Z, t, bounds, epsilon, rng, ledger, n_public)
-        w, trace, info = self._ftrl_sigma(Z, t, bounds, epsilon, rng, ledger)
+            return run_ssgd(self, Z, t, bounds, budget, rng, ledger, n_public)
+        w, trace, info = self._ftrl_sigma(Z, t, bounds, budget, rng, ledger)
         return w, trace, info, []
 
-    def _ftrl_sigma(self, Z, t, bounds, epsilon, rng, ledger):
+    def _ftrl_sigma(self, Z, t, bounds, budget, rng, ledger):
         """DP-FTRL-Σ on rows scaled to ||z|| <= 1 and |t| <= 1 (coefficients scaled back).
 
         Public choices only: with ``public_X`` the step is 0.1 / (sqrt(N) mean ||z~||^2) and
@@ -402,11 +409,12 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
                 public_z, n_samples=n, step_size=eta
             )
             clip_constant = public_clip_constant(public_z, covariance)
+        epsilon, delta = budget.target("ftrl-sigma")
         fit = dp_ftrl_sigma(
             Z / row_bound,
             t / y_bound,
             epsilon=epsilon,
-            delta=self.delta,
+            delta=delta,
             learning_rate=eta,
             rng=rng,
             covariance=covariance,
