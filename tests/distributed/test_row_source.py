@@ -136,3 +136,19 @@ def test_dask_frame_refusals_name_the_global_row():
     ddf = dd.from_pandas(frame, npartitions=4)
     with pytest.raises(ValueError, match=r"column 'b' .*row 250 \(row 50 of the partition\)"):
         DPLinearRegression(**BOUNDS).fit(ddf[["a", "b", "c"]], ddf["t"])
+
+
+# -- the one budget a method gets (in memory and on a row source alike) ----------------------
+def test_a_shared_budget_gives_no_epsilon_target():
+    from privopt.estimators._regression_methods import MethodBudget
+
+    assert MethodBudget(1.0, 1e-6, 0.5).target("dpsgd") == (1.0, 1e-6)
+    with pytest.raises(ValueError, match=r"'dpsgd' calibrates to .* disjoint slice"):
+        MethodBudget(1.0, 1e-6, 0.5, shared=True).target("dpsgd")
+
+
+@pytest.mark.parametrize(("method", "shared"), [("newton", True), ("dpsgd", False)])
+def test_the_estimator_hands_the_method_its_budget(method, shared):
+    est = DPLinearRegression(epsilon=0.7, delta=1e-7)
+    budget = est._method_budget(method, 0.25)
+    assert (budget.epsilon, budget.delta, budget.mu, budget.shared) == (0.7, 1e-7, 0.25, shared)
