@@ -25,16 +25,16 @@ demo: $(STAMP)
 	$(BIN)/privopt demo
 
 # Fast suite (statistical checks marked `slow` are deselected; `make test-all` runs them too).
-# Both suites run on every core (pytest-xdist, one test file per worker) and print their time.
+# Both suites run on every core (pytest-xdist, tests shared out by work stealing) and print their time.
 PYTEST_WORKERS ?= auto
 test: $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist loadfile; status=$$?; \
+	$(BIN)/python -m pytest -q -m "not slow" -n $(PYTEST_WORKERS) --dist worksteal; status=$$?; \
 	echo "make test: $$(( $$(date +%s) - start )) s"; exit $$status
 
 test-all: $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist loadfile; status=$$?; \
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal; status=$$?; \
 	echo "make test-all: $$(( $$(date +%s) - start )) s"; exit $$status
 
 bench: $(STAMP)
