@@ -1,4 +1,5 @@
-"""RESIDUALEST (Private Overparameterized Linear Regression, 2024, Algorithm 2): a (private) upper
+"""RESIDUALEST (Private Overparameterized Linear Regression, anonymous submission, Algorithm 2): a
+(private) upper
 estimate of the residual level.
 
 DP-FTRL-Σ clips the gradient of step t at psi_t = C l_t, where l_t estimates the root of the

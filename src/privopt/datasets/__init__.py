@@ -5,7 +5,7 @@
   oracle (:class:`LinearRegressionData`: ``H``, ``mu``, ``kappa``, ``R_x_squared``,
   ``excess_risk``...).
 - :func:`make_overparameterised_regression` draws the DP-FTRL-Σ paper's (Private Overparameterized
-Linear Regression, 2024) over-parameterised model
+Linear Regression, anonymous submission) over-parameterised model
   (implicit diagonal covariance, d up to 1e5, public unlabeled rows, O(d) excess risk).
 - :mod:`privopt.datasets.adult` reads the UCI Adult table and encodes it with public knowledge.
 - :func:`load_power_plant` and :func:`load_adult` return the small public tables bundled with

@@ -1,7 +1,7 @@
 r"""Synthetic over-parameterised linear regression with an implicit diagonal H.
 
 The model of "Private Overparameterized Linear Regression without Suffering in High
-Dimensions" (anonymous ICLR 2024 submission; "the DP-FTRL-Σ paper" below).
+Dimensions" (anonymous submission; "the DP-FTRL-Σ paper" below).
 
 The generator follows docs/theory/overparameterised-regression.md (``make_problem``), which matches
 the paper's Assumptions 2.1–2.3 (docs/theory/overparameterised-regression.md). With 1-based indices

@@ -1,4 +1,5 @@
-"""Configuration of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024)
+"""Configuration of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous
+submission)
 reproduction (docs/theory/overparameterised-regression.md, plan E1/E2): the spectra, the
 methods, the N grids, the step-size pilot's candidates and the public constants of the law. The
 experiment is described in :mod:`privopt.experiments.overparam`.

@@ -1,4 +1,5 @@
-"""The figure of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024)
+"""The figure of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous
+submission)
 reproduction (docs/theory/overparameterised-regression.md): excess risk against N, one panel per
 spectrum. The experiment is described in :mod:`privopt.experiments.overparam`.
 """
@@ -63,7 +64,7 @@ def plot_overparam(path, results, slopes, rates, n_grid, epsilon):
     for ax in list(axes.flat)[len(keys) :]:
         ax.axis("off")
     fig.suptitle(
-        "Private Overparameterized Linear Regression (2024): excess risk vs N "
+        "Private Overparameterized Linear Regression (anonymous submission): excess risk vs N "
         "(median, min-max over seeds; dotted: Table 1 slopes)"
     )
     save_figure(fig, path)

@@ -1,4 +1,5 @@
-"""Summaries of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024)
+"""Summaries of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous
+submission)
 reproduction (docs/theory/overparameterised-regression.md): per-N statistics over seeds, log-log
 slopes and the notes (observations with numbers) generated from the JSON payload. The experiment
 is described in :mod:`privopt.experiments.overparam`.

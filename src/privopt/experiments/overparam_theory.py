@@ -1,4 +1,5 @@
-"""Theory of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, 2024) reproduction
+"""Theory of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous
+submission) reproduction
 (docs/theory/overparameterised-regression.md): Table 1's rates, the corollaries' tuned
 step sizes, the calibrated noise multiplier tau and the corollaries' quantities at the sizes
 run (hidden constants 1). The experiment is described in :mod:`privopt.experiments.overparam`.

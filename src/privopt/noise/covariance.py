@@ -27,7 +27,7 @@ per row ``trace()``, ``diagonal()``,   tr Σ, diag Σ and diag Σ^{-1}; with the
 Vectors are the last axis: a ``(d,)`` array is one vector, a ``(k, d)`` array is k row vectors.
 
 :class:`LowRankPlusRidgeCovariance` is the public-data design (3.2) of the DP-FTRL-Σ paper (Private
-Overparameterized Linear Regression, 2024),
+Overparameterized Linear Regression, anonymous submission),
 Σ = (λ I + X̃^T X̃)/M, in O(d·min(M, d)) memory and time per product.
 """
 
