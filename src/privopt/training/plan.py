@@ -42,7 +42,7 @@ import dataclasses
 import functools
 from collections.abc import Hashable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Protocol
 
 from privopt._validate import check_count, check_positive
 from privopt.accounting import (
@@ -63,8 +63,18 @@ from privopt.training.adaptive import (
 )
 from privopt.training.batching import BatchStrategy, Rounds, is_independent
 from privopt.training.calibrate import calibrate_noise_multiplier
+from privopt.training.thresholds import PrivateThreshold
 
-__all__ = ["TrainingPlan"]
+__all__ = ["PlanAnalysis", "TrainingPlan"]
+
+
+class PlanAnalysis(Protocol):
+    """A paper's own analysis of a plan's mechanism (e.g. seed 000's shuffling, seed 002's
+    Theorem 11, seed 004's two clip levels): the privacy event of ``plan`` at noise multiplier
+    ``multiplier``, built from the plan's fields only (and refusing a plan it does not cover).
+    It may also state the plan's assumptions (``assumptions(plan) -> list[str]``)."""
+
+    def event(self, plan: TrainingPlan, multiplier: float) -> PrivacyEvent: ...
 
 
 @dataclass(frozen=True)
@@ -94,14 +104,14 @@ class TrainingPlan:
     #: an alternative analysis of this same mechanism (e.g. a paper's theorem): an object with
     #: ``event(plan, noise_multiplier) -> PrivacyEvent`` built from the plan's fields; None
     #: for the standard accounting of the module table
-    analysis: Any = None
+    analysis: PlanAnalysis | None = None
     #: quantile-based adaptive clipping (:mod:`privopt.training.adaptive`); ``clip_norm`` is
     #: then the initial clip kappa_0 and the event is that of a fixed unit clip
     adaptive_clipping: QuantileClipping | None = None
     #: a private threshold per step (:mod:`privopt.training.thresholds`: seed 000's DP-STAT,
     #: seed 003's RESIDUALEST); ``clip_norm`` is then 1 (the unit clip of the gradient stream)
     #: and the threshold's own releases are events built from its fields
-    private_threshold: Any = None
+    private_threshold: PrivateThreshold | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
