@@ -297,3 +297,19 @@ def test_save_and_load_resume_bit_for_bit(tmp_path):
     with pytest.raises(RuntimeError, match="between steps"):
         F.cross_entropy(first.model(x), y).backward()
         first.save(tmp_path / "mid.pt")
+
+
+def test_empty_poisson_batches_step_with_noise_only():
+    # q = 1 / 200: about a third of the 200 batches are empty; the loop runs over them as
+    # over any other (the forward of an empty batch, or none, then step) and each releases noise
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        run = _run("dpsgd", epochs=1, batch_size=1, accountant="rdp")
+    sizes = []
+    for x, y in run.loader:
+        sizes.append(len(x))
+        run.optimizer.zero_grad()
+        if len(x):
+            F.cross_entropy(run.model(x), y).backward()
+        run.optimizer.step()
+    assert run.done and sizes.count(0) > 20 and run._stream.step == run.steps

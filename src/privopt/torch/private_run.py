@@ -263,7 +263,7 @@ class PrivateRun(LoopHooks):
                 "per-step number of examples left unclipped in the private batch (no noise)"
             )
         self.last_unclipped: int | None = None  # with diagnostics only
-        self._held = _trainable_ids(optimizer)
+        self._held = [p for group in optimizer.param_groups for p in group["params"]]
         wide = any(p.dtype == torch.float64 for _, p in self._params)
         self._noise_dtype = torch.float64 if wide else torch.float32
         self._holder = min((p for _, p in self._params), key=lambda p: p.numel())
@@ -273,12 +273,18 @@ class PrivateRun(LoopHooks):
         self._loop_assumed = False
         self._spent: dict[int, float] = {}
         self.optimizer = PrivateOptimizer(self, optimizer)
-        self.loader = PrivateLoader(self)
-        self._hooks = [
-            model.register_forward_pre_hook(self._pre_forward, with_kwargs=True),
-            model.register_forward_hook(self._post_forward),
-        ]
+        self._registered = {  # PyTorch's registrations (their ids are global counters)
+            "hooks": [
+                model.register_forward_pre_hook(self._pre_forward, with_kwargs=True),
+                model.register_forward_hook(self._post_forward),
+            ]
+        }
         self._start(*_keys(seed), step=0)
+
+    @property
+    def loader(self) -> PrivateLoader:
+        """The plan's batches, one epoch per ``iter`` (a new view of the run each time)."""
+        return PrivateLoader(self)
 
     # -- public quantities ------------------------------------------------------------------------
     @property
@@ -340,7 +346,7 @@ class PrivateRun(LoopHooks):
 
     def remove(self) -> None:
         """Detach the run's hooks from the model (the run cannot train afterwards)."""
-        for hook in self._hooks:
+        for hook in self._registered["hooks"]:
             hook.remove()
         self._clipper.remove()
 
@@ -390,7 +396,7 @@ class PrivateRun(LoopHooks):
         self._batch = self._args = self._capture = self._grads = None
         self._rng = self._autocast_state = None
         self._skip, self._scale, self._armed = False, 1.0, False
-        self._holder.grad = None
+        self._holder.grad = self._holder_grad = None
 
     def _next_chunk(self) -> tuple[Any, Any]:
         """The loader's next item: the next chunk of the plan (or the same one again after a
@@ -446,7 +452,7 @@ class PrivateRun(LoopHooks):
                     "forward": "run.optimizer.step() ran without loss.backward() on this batch.",
                 }[phase]
             )
-        if _trainable_ids(self.optimizer.original_optimizer) != self._held:
+        if _trainable_ids(self.optimizer.original_optimizer) != {id(p) for p in self._held}:
             raise ValueError(
                 "The optimizer's parameters changed after make_private (a parameter group "
                 "added or removed); its parameters must stay the model's trainable ones."
@@ -460,7 +466,7 @@ class PrivateRun(LoopHooks):
                     "weight_decay instead."
                 )
         unscale = self._read_placeholder() if phase == "backward" else 1.0
-        if phase == "backward" and self._grads is not None:
+        if phase == "backward" and self._grads is not None and not empty:
             self._add_chunk(unscale)
         self._clear_chunk()
         self._chunk += 1

@@ -6,11 +6,12 @@ r"""``PrivateTrainer``: differentially private training of a PyTorch model, driv
                              batch_size=64, clip_norm=1.0, mechanism="blt")
     report = trainer.fit()          # or: while not trainer.done: trainer.step()
 
-The trainer is a loop over :func:`privopt.torch.make_private` (one implementation: the same
-seed gives the same model bit for bit as the user's own loop with ``loss_reduction="sum"``):
-per step it takes the run's next batch, runs ``loss_fn(model(x), y).sum()`` and its backward
-(under ``autocast``), and calls ``run.optimizer.step()``. One object owns the whole private
-computation, built from one :class:`~privopt.training.TrainingPlan` (batches, clip norm G, mechanism B, noise multiplier
+The trainer is a :class:`privopt.torch.PrivateRun` (what :func:`privopt.torch.make_private`
+returns) with its own loop: one implementation, and the same seed gives the same model bit for
+bit as the user's loop with ``loss_reduction="sum"``. Per step it takes the run's next batch,
+runs ``loss_fn(model(x), y).sum()`` and its backward (under ``autocast``) and calls
+``optimizer.step()``. One object owns the whole private computation, built from one
+:class:`~privopt.training.TrainingPlan` (batches, clip norm G, mechanism B, noise multiplier
 sigma, neighbouring relation), so the accountant can never disagree with what ran:
 
 * **calibration**, once, up front: ``plan.calibrate(epsilon, delta)`` (the core's; verified,
@@ -54,7 +55,6 @@ from typing import Any
 
 import torch
 from privopt.accounting import PrivacyLedger
-from privopt.torch import checkpoint as ckpt
 from privopt.torch._calls import is_args
 from privopt.torch.private_run import MAX_STEPS, PrivateRun
 from privopt.training import QuantileClipping
@@ -86,12 +86,14 @@ class TrainerStep:
     unclipped: int | None = None
 
 
-class PrivateTrainer:
-    """Private training of ``model`` on ``dataset`` (see the module docstring).
+class PrivateTrainer(PrivateRun):
+    """Private training of ``model`` on ``dataset`` (see the module docstring): a
+    :class:`~privopt.torch.PrivateRun` with ``loss_reduction="sum"`` and its own loop.
 
     Args:
         model: the network (examples must be independent: BatchNorm is refused).
-        optimizer: a ``torch.optim`` optimizer over the model's parameters.
+        optimizer: a ``torch.optim`` optimizer over the model's parameters
+            (``trainer.optimizer`` is the run's private optimizer in front of it).
         dataset: map-style dataset of (input, target), a TensorDataset, (inputs, targets)
             tensors or numpy arrays, or a non-shuffling DataLoader
             (:func:`privopt.torch.data.as_records`; an IterableDataset is refused).
@@ -124,6 +126,8 @@ class PrivateTrainer:
         max_physical_batch_size: run each batch in chunks of at most this many examples.
     """
 
+    kind = "trainer"  # in messages
+
     def __init__(
         self,
         model: nn.Module,
@@ -151,7 +155,7 @@ class PrivateTrainer:
         allow_large_delta: bool = False,
         max_physical_batch_size: int | None = None,
     ) -> None:
-        self.run = PrivateRun(
+        super().__init__(
             model, optimizer, dataset, epsilon=epsilon, delta=delta, epochs=epochs,
             batch_size=batch_size, clip_norm=clip_norm, mechanism=mechanism, seed=seed,
             loss_reduction="sum", max_physical_batch_size=max_physical_batch_size,
@@ -159,43 +163,22 @@ class PrivateTrainer:
             adaptive_clipping=adaptive_clipping, allow_large_delta=allow_large_delta,
             lr_scheduler=lr_scheduler, autocast=autocast, diagnostics=diagnostics,
         )  # fmt: skip
-        self.run.kind = "trainer"
-        self.model, self.optimizer, self.lr_scheduler = model, optimizer, lr_scheduler
         self.loss_fn = loss_fn or (
             lambda out, y: nn.functional.cross_entropy(out, y, reduction="none")
         )
-        self.diagnostics = self.run.diagnostics
         if self.diagnostics:
             self.ledger.disclose("per-step mean loss of the private batch (no noise)")
         self.progress, self.callback = bool(progress), callback
         self.log_every = log_every or self.steps_per_epoch
 
-    # -- the run's public quantities --------------------------------------------------------------
-    records = property(lambda self: self.run.records)
-    plan = property(lambda self: self.run.plan)
-    ledger = property(lambda self: self.run.ledger)
-    choices = property(lambda self: self.run.choices)
-    epsilon = property(lambda self: self.run.epsilon)
-    delta = property(lambda self: self.run.delta)
-    accountant = property(lambda self: self.run.accountant)
-    device = property(lambda self: self.run.device)
-    autocast = property(lambda self: self.run.autocast)
-    steps = property(lambda self: self.run.steps)
-    steps_per_epoch = property(lambda self: self.run.steps_per_epoch)
-    done = property(lambda self: self.run.done)
-    step_count = property(lambda self: self.run.step_count)
-    clip_history = property(lambda self: self.run.clip_history)
-    _schedule = property(lambda self: self.run._schedule)
-    _clipper = property(lambda self: self.run._clipper)
-
     @property
-    def report(self):
+    def report(self):  # type: ignore[override]
         """The privacy report of the run (the plan's event; every release it makes)."""
-        return self.run.report()
+        return PrivateRun.report(self)
 
-    def epsilon_spent(self, steps: int | None = None) -> float:
+    def epsilon_spent(self, steps: int | None = None) -> float:  # type: ignore[override]
         """epsilon (at the run's delta) of the first ``steps`` steps (default: those done)."""
-        return self.run.epsilon_after(self.step_count if steps is None else steps)
+        return self.epsilon_after(self.step_count if steps is None else steps)
 
     # -- the step ---------------------------------------------------------------------------------
     def _autocast(self):
@@ -207,24 +190,24 @@ class PrivateTrainer:
         """Run one private step of the plan; returns what the step may release."""
         if self.done:
             raise RuntimeError(f"All {self.steps} steps of the plan have run (budget spent).")
-        run, target = self.run, self.step_count + 1
+        target = self.step_count + 1
         self.model.train()
         losses = []
-        while run.step_count < target:  # the chunks of one logical batch
-            inputs, targets = run._next_chunk()
-            run.optimizer.zero_grad()
-            if len(run._chunks[run._chunk]):
-                if not run._checked:  # before any private step, with the real loss
-                    run.check(self.loss_fn, inputs, targets)
+        while self.step_count < target:  # the chunks of one logical batch
+            inputs, targets = self._next_chunk()
+            self.optimizer.zero_grad()
+            if len(self._chunks[self._chunk]):
+                if not self._checked:  # before any private step, with the real loss
+                    self.check(self.loss_fn, inputs, targets)
                 with self._autocast():
                     out = self.model(*inputs) if is_args(inputs) else self.model(inputs)
                     loss = self.loss_fn(out, targets)
                 loss.sum().backward()
                 losses.append(loss.detach())
-            run.optimizer.step()
+            self.optimizer.step()
         if self.lr_scheduler is not None:
             self.lr_scheduler.step()
-        return self._report_step(losses, run.last_unclipped)
+        return self._report_step(losses, self.last_unclipped)
 
     def _report_step(self, losses, unclipped=None) -> TrainerStep:
         t = self.step_count
@@ -257,24 +240,3 @@ class PrivateTrainer:
         while not self.done:
             self.step()
         return self.report
-
-    # -- checkpoints ------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs (holds the secret keys: keep it secret). The ledger is
-        not part of it: a resume rebuilds it from the plan (see :meth:`load_state_dict`)."""
-        return self.run.state_dict()
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` (:func:`privopt.torch.checkpoint.load_run`): nothing
-        the file says about privacy is trusted, and either everything loads or nothing
-        changes."""
-        self.run.load_state_dict(state)
-
-    def save(self, path) -> None:
-        """Write :meth:`state_dict` atomically to ``path``."""
-        ckpt.atomic_save(self.state_dict(), path)
-
-    def load(self, path) -> None:
-        """Resume from a file written by :meth:`save` (``torch.load(weights_only=True)``); a
-        file that is not one is refused in one line, with nothing changed."""
-        self.run.load(path)
