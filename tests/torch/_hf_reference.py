@@ -28,11 +28,20 @@ def gpt2(**kwargs):
 def llama(**kwargs):
     from transformers import LlamaConfig, LlamaForCausalLM
 
-    config = LlamaConfig(
-        vocab_size=64, hidden_size=32, intermediate_size=48, num_hidden_layers=2,
-        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=32,
-        use_cache=False, bos_token_id=0, eos_token_id=0, pad_token_id=0, **kwargs,
-    )  # fmt: skip
+    defaults = {
+        "vocab_size": 64,
+        "hidden_size": 32,
+        "intermediate_size": 48,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 4,
+        "num_key_value_heads": 2,
+        "max_position_embeddings": 32,
+        "use_cache": False,
+        "bos_token_id": 0,
+        "eos_token_id": 0,
+        "pad_token_id": 0,
+    }
+    config = LlamaConfig(**{**defaults, **kwargs})
     return LlamaForCausalLM(config)
 
 

@@ -111,10 +111,39 @@ def test_llama_gqa_rmsnorm_rotary_exact(pad):
     assert model.config.num_key_value_heads < model.config.num_attention_heads
     batch = tokens(B, T, pad=pad)
     methods = _exact(model, lm_loss, batch, batch)
-    # RMSNorm has no fast rule: the torch.func replay of the norm alone (exact)
-    assert methods["model.layers.0.input_layernorm"] == "torch.func"
+    # RMSNorm by its rule (x_hat verified against the recorded output), no torch.func replay
+    assert methods["model.layers.0.input_layernorm"] == "LlamaRMSNorm rule"
     assert methods["model.layers.1.self_attn.k_proj"] == "Linear rule"
-    assert methods["model.norm"] == "torch.func"
+    assert methods["model.norm"] == "LlamaRMSNorm rule"
+    assert set(methods.values()) <= {"Linear rule", "Embedding rule", "LlamaRMSNorm rule"}
+
+
+class GemmaStyleRMSNorm(nn.Module):
+    """Named like an RMSNorm, but computes (1 + weight) * x_hat: the recomputed output differs,
+    so the rule is not used and torch.func replays the norm (exact for any formula)."""
+
+    def __init__(self, dim: int) -> None:
+        super().__init__()
+        self.weight = nn.Parameter(torch.randn(dim) * 0.1)
+        self.variance_epsilon = 1e-6
+
+    def forward(self, x):
+        h = x.float()
+        h = h * torch.rsqrt(h.pow(2).mean(-1, keepdim=True) + self.variance_epsilon)
+        return (1.0 + self.weight) * h.to(x.dtype)
+
+
+@pytest.mark.parametrize("norm", ["torch", "variant"])
+def test_rmsnorm_variants_exact(norm):
+    torch.manual_seed(11)
+    layer = nn.RMSNorm(6, eps=1e-6) if norm == "torch" else GemmaStyleRMSNorm(6)
+    if norm == "torch":
+        with torch.no_grad():
+            layer.weight.normal_()
+    model = nn.Sequential(nn.Linear(4, 6), layer, nn.Linear(6, 2)).double()
+    x = torch.randn(5, 3, 4, dtype=torch.float64)
+    methods = _exact(model, lambda out, y: (out**2).sum((1, 2)), x, None)
+    assert methods["1"] == ("RMSNorm rule" if norm == "torch" else "torch.func")
 
 
 def test_check_model_on_dict_inputs():

@@ -19,7 +19,7 @@ input U_i, T outputs) <U_i^T U_i, g_i^T g_i>_F (Bu et al. 2022, arXiv 2205.10683
                       (:mod:`privopt.torch._conv`: no F.unfold, Grams of pixels)
 Embedding             ||sum over tokens of g_it per row||^2, grouped by             ghost
                       (example, row) by a sort and segment sums (O(B T D))
-LayerNorm/GroupNorm   gamma_i = sum x_hat_i * g_i, beta_i = sum g_i (B x C)         materialise
+Layer/Group/RMSNorm   gamma_i = sum x_hat_i * g_i, beta_i = sum g_i (B x C)         materialise
                       (GroupNorm: one batched dot product, no x_hat * g tensor)
 bias                  sum over positions of g_i                                      materialise
 ====================  ===========================================================  ============
@@ -180,7 +180,8 @@ class _Embedding(LayerRule):
 
 
 class _Norm(LayerRule):
-    """LayerNorm and GroupNorm: gamma_i = sum x_hat_i g_i, beta_i = sum g_i over positions."""
+    """LayerNorm, GroupNorm and RMSNorm: gamma_i = sum x_hat_i g_i, beta_i = sum g_i over
+    positions."""
 
     def per_example(self):
         if getattr(self, "_cached", None) is None:
@@ -204,7 +205,10 @@ class _Norm(LayerRule):
                 if "bias" in self.params:
                     bias = bias + g.sum(2)
                 continue
-            x_hat = F.layer_norm(a, m.normalized_shape, eps=m.eps)
+            if isinstance(m, nn.LayerNorm):
+                x_hat = F.layer_norm(a, m.normalized_shape, eps=m.eps)
+            else:  # nn.RMSNorm: x / sqrt(mean(x^2) + eps) over the normalised dimensions
+                x_hat = F.rms_norm(a, m.normalized_shape, eps=m.eps)
             dims = tuple(range(1, a.dim() - len(m.normalized_shape)))
             if "weight" in self.params:
                 weight = weight + ((x_hat * g).sum(dims) if dims else x_hat * g)
@@ -228,3 +232,5 @@ RULES: dict[type, Any] = {
     nn.LayerNorm: _Norm,
     nn.GroupNorm: _Norm,
 }
+if hasattr(nn, "RMSNorm"):  # torch >= 2.4
+    RULES[nn.RMSNorm] = _Norm

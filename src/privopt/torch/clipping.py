@@ -67,7 +67,7 @@ from privopt.torch._calls import (
 )
 from privopt.torch._check import ModelCheck, check_model
 from privopt.torch._fallback import FunctionalRule
-from privopt.torch._hf import hf_rules
+from privopt.torch._hf import hf_layout, hf_rules, rms_rule
 from privopt.torch._layers import RULES
 from torch import nn
 
@@ -121,7 +121,7 @@ def _fast_rule(module: nn.Module):
             if type(module).forward is base.forward:
                 return rules[base], base
             return None
-    return None
+    return rms_rule(module)
 
 
 def _fast_layout(base: type, module: nn.Module, call) -> int | None:
@@ -136,17 +136,17 @@ def _fast_layout(base: type, module: nn.Module, call) -> int | None:
         d = 0
     if not isinstance(d, int) or d != e:
         return None
-    if base is nn.Linear or base in hf_rules():
+    if base is nn.Linear:
         return d if d < x.dim() - 1 else None
     if base is nn.Embedding:
         return d
-    if base is nn.LayerNorm:
+    if base is nn.LayerNorm or base is getattr(nn, "RMSNorm", None):
         return d if d < x.dim() - len(module.normalized_shape) else None
     if base is nn.GroupNorm:
         return d if d == 0 and x.dim() >= 2 else None
     if base in (nn.Conv1d, nn.Conv2d):
         return d if d == 0 and x.dim() == (3 if base is nn.Conv1d else 4) else None
-    return None
+    return hf_layout(base, module, call, d)
 
 
 class GradientClipper:
