@@ -313,3 +313,22 @@ def test_empty_poisson_batches_step_with_noise_only():
             F.cross_entropy(run.model(x), y).backward()
         run.optimizer.step()
     assert run.done and sizes.count(0) > 20 and run._stream.step == run.steps
+
+
+def test_a_scheduler_on_the_private_optimizer_steps_with_it(tmp_path):
+    run = _run()
+    sched = torch.optim.lr_scheduler.StepLR(run.optimizer, step_size=2, gamma=0.5)
+    run.lr_scheduler = sched  # checkpointed with the run
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "lr_scheduler.step() before optimizer.step()"
+        for x, y in run.loader:
+            run.optimizer.zero_grad()
+            F.cross_entropy(run.model(x), y).backward()
+            run.optimizer.step()
+            sched.step()
+    assert run.optimizer.param_groups[0]["lr"] == pytest.approx(0.1 * 0.5**4)
+    run.save(tmp_path / "run.pt")
+    other = _run()
+    other.lr_scheduler = torch.optim.lr_scheduler.StepLR(other.optimizer, step_size=2, gamma=0.5)
+    other.load(tmp_path / "run.pt")
+    assert other.lr_scheduler.last_epoch == 8 and other.step_count == 8
