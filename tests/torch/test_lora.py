@@ -94,3 +94,37 @@ def test_private_training_changes_only_the_adapters():
             assert torch.equal(p, before[name]), name  # bit for bit
             assert p.grad is None, name
     assert report.epsilon <= 8.0
+
+
+def test_make_private_user_loop_trains_only_the_adapters():
+    """The user's own loop over make_private (issue 29's API) on a LoRA GPT-2: the batch-mean
+    token cross-entropy, as written for non-private training; only the adapters move."""
+    import torch.nn.functional as F
+
+    from privopt.torch import make_private
+
+    torch.manual_seed(4)
+    model = _lora(gpt2(), ["c_attn"], fan_in_fan_out=True)
+    ids = tokens(16, T, seed=5)["input_ids"]
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    run = make_private(
+        model,
+        torch.optim.SGD(adapters, lr=0.5),
+        (ids, ids),
+        epsilon=8.0,
+        delta=1e-3,
+        epochs=1,
+        batch_size=4,
+        clip_norm=1.0,
+        mechanism="blt",
+        seed=0,
+    )
+    for x, y in run.loader:
+        run.optimizer.zero_grad()
+        logits = run.model(x).logits[:, :-1]
+        F.cross_entropy(logits.reshape(-1, logits.shape[-1]), y[:, 1:].reshape(-1)).backward()
+        run.optimizer.step()
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]) != p.requires_grad, name
+    assert run.epsilon_spent <= 8.0
