@@ -15,13 +15,13 @@ identity however many modules register it and however often the forward uses it:
    known batch dimensions (every use covered exactly once);
 4. one backward to the host calls' outputs only (``torch.autograd.grad``);
 5. per host, the squared per-example norms: ghost norms or a materialised gradient for Linear,
-   Conv1d/2d, Embedding, LayerNorm, GroupNorm, Hugging Face's Conv1D and their subclasses that
-   keep ``forward`` (:mod:`privopt.torch._layers`, :mod:`privopt.torch._conv`,
-   :mod:`privopt.torch._hf`; a layer whose output is shared by the batch and enters it by one
-   broadcast addition, such as GPT-2's position embedding, through that sum's gradient:
-   :mod:`privopt.torch._calls`), ``torch.func`` or a per-example
-   loop for any other module (:mod:`privopt.torch._fallback`); a parameter with several hosts
-   sums its per-example gradients across them before the norm;
+   Conv1d/2d, Embedding, LayerNorm, GroupNorm, RMSNorm, Hugging Face's Conv1D and RMSNorms
+   (verified against the recorded output) and their subclasses that keep ``forward``
+   (:mod:`privopt.torch._layers`, :mod:`privopt.torch._conv`, :mod:`privopt.torch._hf`; a layer
+   whose output is shared by the batch and enters it by one broadcast addition, such as GPT-2's
+   position embedding, through that sum's gradient: :mod:`privopt.torch._calls`), ``torch.func``
+   or a per-example loop for any other module (:mod:`privopt.torch._fallback`); a parameter with
+   several hosts sums its per-example gradients across them before the norm;
 6. c_i = min(1, G / (||grad_i|| (1 + guard))), and per parameter ``sum_i c_i grad_i`` from the
    stored tensors (book-keeping: no second backward).
 
