@@ -283,3 +283,20 @@ def test_gpt2_float32_and_bf16_autocast_run_with_the_tap():
     wide.load_state_dict(model.state_dict())
     expected, _ = loop(wide.double(), lm_loss, batch, batch, 1.0, B)
     assert_exact({k: v.double() for k, v in got.items()}, expected, rtol=1e-4)
+
+
+def test_clipper_raises_the_tap_refusal_at_its_one_sync(monkeypatch):
+    """The clipper reads each tapped call's accounting flag at its one host synchronisation and
+    refuses by name when it is false (forced here: a use of wpe's output the mode missed)."""
+    import privopt.torch.clipping as clipping
+
+    monkeypatch.setattr(clipping, "tap_consistent", lambda r, o: torch.zeros((), dtype=torch.bool))
+    model = gpt2().double()
+    batch = tokens(3, T)
+    clipper = GradientClipper(model)
+    try:
+        with pytest.raises(LayoutError, match=r"transformer\.wpe \(Embedding\)"):
+            clipper.clipped_sum(lm_loss, batch, batch, 1.0)
+        assert clipper._taps == []  # nothing of the step kept
+    finally:
+        clipper.remove()

@@ -76,6 +76,8 @@ __all__ = [
     "is_args",
     "is_kwargs",
     "packed_leaves",
+    "tap_consistent",
+    "tap_error",
     "tensor_leaves",
 ]
 
@@ -359,22 +361,32 @@ class CallRecorder:
             self.calls, self.stack, self.uses = saved
 
 
-def check_tap(call: Call, grad_r: torch.Tensor | None, grad_o: torch.Tensor | None) -> None:
-    """A tapped call's identity accounting: ``sum_i dL/dR_i`` equals dL/dO, i.e. every
-    differentiable use of the shared output O went through R (module docstring)."""
+def tap_consistent(grad_r: torch.Tensor | None, grad_o: torch.Tensor | None) -> torch.Tensor:
+    """Whether ``sum_i dL/dR_i`` equals dL/dO (a 0-d bool tensor on the device, no host sync):
+    every differentiable use of a tapped call's shared output O went through R."""
     if grad_r is None:
-        return
+        return torch.ones((), dtype=torch.bool)
     total = grad_r.sum(0, keepdim=True)
     other = torch.zeros_like(total) if grad_o is None else grad_o.to(total.dtype)
     eps = torch.finfo(total.dtype).eps if total.is_floating_point() else 1e-7
     bound = 1e3 * eps * (grad_r.abs().sum(0, keepdim=True) + other.abs()) + 1e-30
-    if not bool(((total - other).abs() <= bound).all()):
-        raise LayoutError(
-            f"The output of {call.label} is shared by the batch and reaches the loss other than "
-            "through the one broadcast addition privopt.torch saw (the gradients disagree); "
-            "privopt.torch cannot attribute its gradient to the examples. Expand it to the "
-            "batch (out.expand(B, ...)) inside the model before using it."
-        )
+    return ((total - other).abs() <= bound).all()
+
+
+def tap_error(call: Call) -> LayoutError:
+    return LayoutError(
+        f"The output of {call.label} is shared by the batch and reaches the loss other than "
+        "through the one broadcast addition privopt.torch saw (the gradients disagree); "
+        "privopt.torch cannot attribute its gradient to the examples. Expand it to the "
+        "batch (out.expand(B, ...)) inside the model before using it."
+    )
+
+
+def check_tap(call: Call, grad_r: torch.Tensor | None, grad_o: torch.Tensor | None) -> None:
+    """A tapped call's identity accounting (module docstring): raises :func:`tap_error` when
+    :func:`tap_consistent` fails (the clipper reads the flag at its one host synchronisation)."""
+    if not bool(tap_consistent(grad_r, grad_o)):
+        raise tap_error(call)
 
 
 def batch_dims(real: list[tuple], probe: list[tuple], batch: int) -> list:

@@ -59,10 +59,11 @@ from privopt.torch._calls import (
     _has_packed,
     batch_dims,
     call_model,
-    check_tap,
     is_args,
     is_kwargs,
     packed_leaves,
+    tap_consistent,
+    tap_error,
     tensor_leaves,
 )
 from privopt.torch._check import ModelCheck, check_model
@@ -167,6 +168,7 @@ class GradientClipper:
         self._trainable = {id(p): p for n, p in model.named_parameters() if p.requires_grad}
         self._recorder = CallRecorder(model, self._trainable)
         self._layouts = Layouts()
+        self._taps: list = []  # per tapped call of the step: (call, its accounting flag)
         self._warned: set[str] = set()
         #: per host module, the method of the last step ("Linear rule", "torch.func", "loop")
         self.methods: dict[str, str] = {}
@@ -218,6 +220,7 @@ class GradientClipper:
             sums, unclipped = self._sums(losses, clip_norm, inputs, batch)
         finally:
             rec.clear()
+            self._taps = []
         return (sums, losses.detach(), unclipped) if count_unclipped else (sums, losses.detach())
 
     def _layout(self, inputs, batch: int) -> list:
@@ -415,8 +418,8 @@ class GradientClipper:
                 shared[k] = g
             else:
                 out[k][j] = g
-        for k, g in shared.items():
-            check_tap(calls[k], out[k][0], g)
+        # read at the one host synchronisation of _combine
+        self._taps = [(calls[k], tap_consistent(out[k][0], g)) for k, g in shared.items()]
         return out
 
     def _combine(self, rules, batch: int, clip_norm: float):
@@ -475,7 +478,12 @@ class GradientClipper:
         # after every contraction is queued; otherwise the contractions again with the rows of
         # the non-finite examples zeroed (0 * nan would spread)
         sums = contract(None)
-        if not bool(keep.all()):
+        taps, self._taps = self._taps, []  # no call (tensors of the data) kept past the step
+        flags = torch.stack([keep.all(), *(ok.to(device) for _, ok in taps)]).tolist()
+        for (call, _), ok in zip(taps, flags[1:], strict=True):
+            if not ok:
+                raise tap_error(call)
+        if not flags[0]:
             sums = contract(keep)
         out = {
             name: sums[name].to(p.dtype) if name in sums else torch.zeros_like(p)
