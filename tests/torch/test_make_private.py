@@ -332,3 +332,45 @@ def test_a_scheduler_on_the_private_optimizer_steps_with_it(tmp_path):
     other.lr_scheduler = torch.optim.lr_scheduler.StepLR(other.optimizer, step_size=2, gamma=0.5)
     other.load(tmp_path / "run.pt")
     assert other.lr_scheduler.last_epoch == 8 and other.step_count == 8
+
+
+class _Keywords(nn.Module):
+    """A model called as model(**batch), as Hugging Face models are."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 2)
+
+    def forward(self, features, scale):
+        return self.lin(features) * scale[:, None]
+
+
+def test_keyword_inputs_train_exactly():
+    torch.manual_seed(2)
+    model = _Keywords().double()
+    scale = torch.rand(200, dtype=torch.float64, generator=GEN) + 0.5
+    records = [({"features": X[i].double(), "scale": scale[i]}, Y[i]) for i in range(200)]
+    run = make_private(model, torch.optim.SGD(model.parameters(), lr=0.0), records, epsilon=2.0,
+                       delta=1e-5, epochs=1, batch_size=25, clip_norm=0.5,
+                       mechanism="optimal-cc", seed=1, loss_reduction="sum")  # fmt: skip
+    seen = []
+    run._reduce = lambda sums: seen.append({k: v.clone() for k, v in sums.items()}) or sums
+    x, y = next(iter(run.loader))
+    assert set(x) == {"features", "scale"}
+    run.optimizer.zero_grad()
+    F.cross_entropy(run.model(**x), y, reduction="sum").backward()
+    run.optimizer.step()
+    model.eval()
+    want = [torch.zeros_like(p) for p in model.parameters()]
+    for i in range(len(y)):
+        out = model(x["features"][i : i + 1], x["scale"][i : i + 1])
+        grads = torch.autograd.grad(F.cross_entropy(out, y[i : i + 1]), list(model.parameters()))
+        norm = math.sqrt(sum(float(g.pow(2).sum()) for g in grads))
+        for t, g in zip(want, grads, strict=True):
+            t += min(1.0, 0.5 / norm) * g
+    for (name, _), w in zip(model.named_parameters(), want, strict=True):
+        torch.testing.assert_close(seen[0][name], w, rtol=1e-10, atol=1e-12)
+    model.train()
+    x, y = next(iter(run.loader))
+    with pytest.raises(ValueError, match="positional and keyword inputs"):
+        run.model(x["features"], scale=x["scale"])

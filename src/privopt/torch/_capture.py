@@ -164,10 +164,11 @@ class LoopHooks:
                 "run.model ran twice on one batch; the plan expects one forward, backward and "
                 "step per batch."
             )
-        if kwargs:
+        if kwargs and args:
             raise ValueError(
-                f"run.model got keyword inputs ({sorted(kwargs)}); pass the batch positionally "
-                "as run.loader yields it."
+                f"run.model got positional and keyword inputs ({sorted(kwargs)}); pass the "
+                "batch one way, as run.loader yields it: run.model(x), run.model(*x) or "
+                "run.model(**x)."
             )
         kind = self.device.type
         enabled = torch.is_autocast_enabled(kind)
@@ -178,7 +179,7 @@ class LoopHooks:
                 "float64, so it would do nothing; drop autocast or use model.float()."
             )
         self._autocast_state = dtype
-        self._args, self._armed = args, True
+        self._args, self._armed = (dict(kwargs) if kwargs else args), True
         self._rng = (rng_state(self.device), None)
         return None
 

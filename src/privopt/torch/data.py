@@ -25,6 +25,7 @@ from torch.utils.data import DataLoader, Dataset, IterableDataset, SequentialSam
 from torch.utils.data.dataloader import default_collate
 
 import torch
+from privopt.torch._calls import call_model
 
 __all__ = ["Records", "as_records", "check_inputs", "parse_autocast"]
 
@@ -67,15 +68,17 @@ def _rows(value, rows: int, fill: bool = False):
         return value[:rows]
     if isinstance(value, list | tuple) and not isinstance(value, PackedSequence):
         return type(value)(_rows(v, rows, fill) for v in value)
+    if isinstance(value, dict):
+        return type(value)((k, _rows(v, rows, fill)) for k, v in value.items())
     return value
 
 
 def zero_inputs(records: Records, device: torch.device, rows: int = 2) -> Any:
     """Inputs of the records' structure, dtypes and per-example shapes, all zeros (no value of
     any record is kept: record 0 is read for its form only, the schema privopt treats as
-    public); None when they hold a PackedSequence or a mapping."""
+    public); None when they hold a PackedSequence."""
     inputs, _ = records.batch(np.zeros(1, dtype=np.int64), torch.device("cpu"))
-    if any(isinstance(v, PackedSequence | dict) for v in _walk(inputs)):
+    if any(isinstance(v, PackedSequence) for v in _walk(inputs)):
         return None
     return _to(_rows(inputs, rows, fill=True), device)
 
@@ -84,6 +87,9 @@ def _walk(value):
     yield value
     if isinstance(value, list | tuple) and not isinstance(value, PackedSequence):
         for v in value:
+            yield from _walk(v)
+    if isinstance(value, dict):
+        for v in value.values():
             yield from _walk(v)
 
 
@@ -94,6 +100,8 @@ def _to(value, device):
         return value.to(device, non_blocking=True)
     if isinstance(value, list | tuple):
         return type(value)(_to(v, device) for v in value)
+    if isinstance(value, dict):  # keyword inputs (model(**x)), e.g. input_ids, attention_mask
+        return type(value)((k, _to(v, device)) for k, v in value.items())
     return value
 
 
@@ -205,8 +213,7 @@ def check_inputs(model, records: Records, device: torch.device, autocast=None) -
     try:
         model.eval()
         with torch.random.fork_rng(devices=devices), torch.no_grad(), context:
-            args = isinstance(inputs, tuple) and not isinstance(inputs, PackedSequence)
-            model(*inputs) if args else model(inputs)
+            call_model(model, inputs)
     except Exception as error:
         detail = (str(error).splitlines() or [""])[0][:200]
         kinds = sorted({str(t.dtype) for t in leaves})

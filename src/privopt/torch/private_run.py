@@ -483,7 +483,10 @@ class PrivateRun(LoopHooks):
         factor = unscale * (n if self.loss_reduction == "mean" else 1)
         grads = tuple(g.to(self._noise_dtype) * factor for g in self._grads)
         args = self._args
-        inputs = args[0] if len(args) == 1 and not is_args(args[0]) else tuple(args)
+        if isinstance(args, dict):  # run.model(**x): the clipper calls model(**inputs)
+            inputs = args
+        else:
+            inputs = args[0] if len(args) == 1 and not is_args(args[0]) else tuple(args)
         slots = self._capture.slots
         self._internal = True
         try:

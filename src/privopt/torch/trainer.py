@@ -55,7 +55,7 @@ from typing import Any
 
 import torch
 from privopt.accounting import PrivacyLedger
-from privopt.torch._calls import is_args
+from privopt.torch._calls import call_model
 from privopt.torch.private_run import MAX_STEPS, PrivateRun
 from privopt.training import QuantileClipping
 from torch import nn
@@ -200,7 +200,7 @@ class PrivateTrainer(PrivateRun):
                 if not self._checked:  # before any private step, with the real loss
                     self.check(self.loss_fn, inputs, targets)
                 with self._autocast():
-                    out = self.model(*inputs) if is_args(inputs) else self.model(inputs)
+                    out = call_model(self.model, inputs)
                     loss = self.loss_fn(out, targets)
                 loss.sum().backward()
                 losses.append(loss.detach())
