@@ -65,3 +65,32 @@ def test_gaussian_guarantee_refuses_outside_region():
 def test_bad_input(call, name):
     with pytest.raises(ValueError, match=name):
         call()
+
+
+# -- the calibration route of ShuffledGaussianEvent (issue 28: the search lives here) ---------
+def test_calibrate_shuffled_gaussian_is_the_smallest_verified_multiplier():
+    from privopt.accounting import calibrate_shuffled_gaussian, shuffled_gaussian_guarantee
+
+    alpha = calibrate_shuffled_gaussian(0.5, 100_000, 1e-6)
+    assert shuffled_gaussian_guarantee(alpha, 100_000, 1e-6).epsilon <= 0.5
+    assert shuffled_gaussian_guarantee(alpha * (1 - 1e-4), 100_000, 1e-6).epsilon > 0.5
+
+
+def test_the_plan_calibration_routes_shuffled_events_through_it():
+    from privopt.accounting import ShuffledGaussianEvent, calibrate_shuffled_gaussian
+    from privopt.training import calibrate_noise_multiplier
+
+    # the plan's multiplier s maps to the event's alpha = s / 2 (replace-one sensitivity 2G)
+    sigma = calibrate_noise_multiplier(
+        lambda s: ShuffledGaussianEvent(s / 2.0, 100_000), 0.5, 1e-6, "replace-one"
+    )
+    assert sigma == 2.0 * calibrate_shuffled_gaussian(0.5, 100_000, 1e-6)
+
+
+def test_calibrate_shuffled_gaussian_refuses_above_the_validity_region():
+    from privopt.accounting import calibrate_shuffled_gaussian, max_shuffled_gaussian_epsilon
+
+    ceiling = max_shuffled_gaussian_epsilon(100_000, 1e-6)
+    assert ceiling == pytest.approx(1.0941, abs=5e-4)
+    with pytest.raises(ValueError, match=r"valid only up to epsilon=1\.09"):
+        calibrate_shuffled_gaussian(1.2, 100_000, 1e-6)
