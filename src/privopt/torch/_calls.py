@@ -59,7 +59,7 @@ import contextlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from torch.nn.utils.rnn import PackedSequence
+from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
@@ -73,6 +73,7 @@ __all__ = [
     "batch_dims",
     "call_model",
     "check_tap",
+    "grown_inputs",
     "is_args",
     "is_kwargs",
     "packed_leaves",
@@ -387,6 +388,29 @@ def check_tap(call: Call, grad_r: torch.Tensor | None, grad_o: torch.Tensor | No
     :func:`tap_consistent` fails (the clipper reads the flag at its one host synchronisation)."""
     if not bool(tap_consistent(grad_r, grad_o)):
         raise tap_error(call)
+
+
+def grown_inputs(inputs, batch: int):
+    """The inputs with their first example appended (tensors whose first size is B)."""
+
+    def grow(x):
+        if isinstance(x, PackedSequence):  # one more sequence, packed as x is (sorted or not)
+            padded, lengths = pad_packed_sequence(x, batch_first=True)
+            k = 0 if x.sorted_indices is not None else -1  # sorted: copy the shortest
+            padded = torch.cat([padded, padded[k:][:1]])
+            lengths = torch.cat([lengths, lengths[k:][:1]])
+            return pack_padded_sequence(
+                padded, lengths, batch_first=True, enforce_sorted=x.sorted_indices is None
+            )
+        if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == batch:
+            return torch.cat([x, x[:1]])
+        return x
+
+    if is_args(inputs):
+        return tuple(grow(x) for x in inputs)
+    if is_kwargs(inputs):
+        return {k: grow(x) for k, x in inputs.items()}
+    return grow(inputs)
 
 
 def batch_dims(real: list[tuple], probe: list[tuple], batch: int) -> list:

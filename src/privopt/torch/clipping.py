@@ -48,7 +48,7 @@ import warnings
 from collections.abc import Callable
 from typing import Any
 
-from torch.nn.utils.rnn import PackedSequence, pack_padded_sequence, pad_packed_sequence
+from torch.nn.utils.rnn import PackedSequence
 
 import torch
 from privopt._validate import check_positive
@@ -59,8 +59,8 @@ from privopt.torch._calls import (
     _has_packed,
     batch_dims,
     call_model,
+    grown_inputs,
     is_args,
-    is_kwargs,
     packed_leaves,
     tap_consistent,
     tap_error,
@@ -89,29 +89,6 @@ def batch_size(inputs: Any) -> int:
     if not tensors or tensors[0].dim() == 0:
         raise ValueError("inputs must hold at least one tensor with the batch first.")
     return int(tensors[0].shape[0])
-
-
-def _grown(inputs: Any, batch: int) -> Any:
-    """The inputs with their first example appended (tensors whose first size is B)."""
-
-    def grow(x):
-        if isinstance(x, PackedSequence):  # one more sequence, packed as x is (sorted or not)
-            padded, lengths = pad_packed_sequence(x, batch_first=True)
-            k = 0 if x.sorted_indices is not None else -1  # sorted: copy the shortest
-            padded = torch.cat([padded, padded[k:][:1]])
-            lengths = torch.cat([lengths, lengths[k:][:1]])
-            return pack_padded_sequence(
-                padded, lengths, batch_first=True, enforce_sorted=x.sorted_indices is None
-            )
-        if isinstance(x, torch.Tensor) and x.dim() > 0 and x.shape[0] == batch:
-            return torch.cat([x, x[:1]])
-        return x
-
-    if is_args(inputs):
-        return tuple(grow(x) for x in inputs)
-    if is_kwargs(inputs):
-        return {k: grow(x) for k, x in inputs.items()}
-    return grow(inputs)
 
 
 def _fast_rule(module: nn.Module):
@@ -228,7 +205,7 @@ class GradientClipper:
         if self._layouts.lookup(calls, batch):
             return calls
         try:
-            probed = self._recorder.probe(lambda: self._forward(_grown(inputs, batch)))
+            probed = self._recorder.probe(lambda: self._forward(grown_inputs(inputs, batch)))
         except LayoutError:
             raise
         except Exception as exc:
