@@ -128,3 +128,42 @@ def test_make_private_user_loop_trains_only_the_adapters():
     for name, p in model.named_parameters():
         assert torch.equal(p, before[name]) != p.requires_grad, name
     assert run.epsilon_spent <= 8.0
+
+
+class _Texts(torch.utils.data.Dataset):
+    """(inputs as a dict, target) records, padded; default_collate gives a dict batch, which
+    the trainer passes as model(**inputs)."""
+
+    def __init__(self, n: int) -> None:
+        self.batch = tokens(n, T, seed=6)
+
+    def __len__(self) -> int:
+        return self.batch["input_ids"].shape[0]
+
+    def __getitem__(self, i):
+        item = {k: v[i] for k, v in self.batch.items()}
+        return item, item
+
+
+def test_private_trainer_on_padded_dict_records_changes_only_the_adapters():
+    torch.manual_seed(6)
+    model = _lora(llama(), ["q_proj", "v_proj"])
+    before = {n: p.detach().clone() for n, p in model.named_parameters()}
+    adapters = [p for p in model.parameters() if p.requires_grad]
+    trainer = PrivateTrainer(
+        model,
+        torch.optim.SGD(adapters, lr=0.5),
+        _Texts(16),
+        epsilon=8.0,
+        delta=1e-3,
+        epochs=1,
+        batch_size=4,
+        clip_norm=1.0,
+        mechanism="blt",
+        loss_fn=lm_loss,
+        seed=1,
+    )
+    report = trainer.fit()
+    for name, p in model.named_parameters():
+        assert torch.equal(p, before[name]) != p.requires_grad, name
+    assert report.epsilon <= 8.0
