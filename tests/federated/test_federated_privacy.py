@@ -123,3 +123,36 @@ def test_the_report_states_where_the_randomness_came_from():
     assert SECURE_ASSUMPTION in secure.assumptions
     assert SECRET_SEED_ASSUMPTION not in secure.assumptions
     assert SECRET_SEED_ASSUMPTION in seeded.assumptions
+
+
+def test_cyclic_poisson_over_users_is_accounted_by_the_amplified_banded_event():
+    from privopt.noise import cyclic_poisson_event
+
+    x, y, ids = toy_data(num_users=60)
+    data = UserData.from_records(x, y, ids)
+    plan, choices = federated_plan("banded", 60, cohort_size=6, epochs=3, clip_norm=1.0,
+                                   sampling="cyclic-poisson", groups=5)  # fmt: skip
+    assert choices["rate"] == 0.5 and choices["bands"] <= 5 and plan.steps == 30
+    plan = plan.calibrate(4.0, 1e-3, accountant="rdp")
+    want = cyclic_poisson_event(plan.mechanism, 30, groups=5, sample_rate=0.5,
+                                noise_multiplier=plan.noise_multiplier)  # fmt: skip
+    assert dataclasses.replace(plan.event(), label="") == dataclasses.replace(want, label="")
+    assert plan.noise_std == plan.noise_multiplier * plan.mechanism.sensitivity(30)
+    result = train_federated(mlp(), ce, data, plan, delta=1e-3, seed=0, accountant="rdp")
+    assert result.epsilon <= 4.0 and result.report.neighbouring == "user-level zero-out"
+    assert any("amplified by cyclic Poisson" in a for a in result.report.assumptions)
+
+
+@pytest.mark.parametrize(
+    "kwargs,message",
+    [
+        ({}, "needs groups"),
+        ({"groups": 11}, "groups <= N // cohort_size = 10"),
+        ({"groups": 5, "mechanism": "blt"}, "banded mechanisms"),
+        ({"groups": 5, "sampling": "fixed"}, "groups applies to"),
+    ],
+)
+def test_cyclic_poisson_arguments_are_checked(kwargs, message):
+    args = {"mechanism": "banded", "sampling": "cyclic-poisson", **kwargs}
+    with pytest.raises(ValueError, match=message):
+        federated_plan(args.pop("mechanism"), 60, cohort_size=6, epochs=3, clip_norm=1.0, **args)

@@ -27,9 +27,9 @@ def _run(
 ):
     x, y, ids = toy_data()
     data = UserData.from_records(x, y, ids)
-    plan, _ = federated_plan(
-        mechanism, data.num_users, cohort_size=6, epochs=2, clip_norm=clip_norm, sampling=sampling
-    )
+    groups = 2 if sampling == "cyclic-poisson" else None  # parts of 12 users, q = 0.5
+    plan, _ = federated_plan(mechanism, data.num_users, cohort_size=6, epochs=2,
+                             clip_norm=clip_norm, sampling=sampling, groups=groups)  # fmt: skip
     model = mlp()
     start = mlp()
     kwargs = dict(
@@ -52,7 +52,8 @@ def _run(
 
 @pytest.mark.parametrize("batching", ["vmap", "loop"])
 @pytest.mark.parametrize(
-    "mechanism,sampling", [("nu-dpftrl", "auto"), ("dpsgd", "auto"), ("dpsgd", "fixed")]
+    "mechanism,sampling",
+    [("nu-dpftrl", "auto"), ("dpsgd", "auto"), ("dpsgd", "fixed"), ("banded", "cyclic-poisson")],
 )
 def test_noise_off_equals_the_plain_loop_over_users(batching, mechanism, sampling):
     result, want = _run(mechanism, batching=batching, sampling=sampling)

@@ -19,6 +19,8 @@ mechanism        cohorts (:mod:`privopt.training.batching`)  noise and accountin
 ``tree``                                                     min-separation sensitivity
 ===============  ==========================================  =====================================
 
+``sampling="cyclic-poisson"`` amplifies ``banded`` noise: P secret fixed parts of the users,
+round t samples part t mod P by Poisson (``groups=P``; see :func:`federated_plan`).
 ``sampling="fixed"`` runs independent noise on fixed cohorts too (unamplified DP-FedAvg). The
 choices depend on (N, b, E) only, which are public, so they cost no privacy. This is the
 protocol of Choquette-Choo et al. (2024), "Correlated Noise Provably Beats Independent Noise
@@ -33,13 +35,14 @@ Models" (ICLR 2018); zero-out neighbours are Kairouz et al. (2021), "Practical a
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 from privopt._validate import check_count, check_positive
 from privopt.accounting import Neighbouring, PrivacyReport
-from privopt.noise import Mechanism, independent
+from privopt.noise import Mechanism, Participation, independent
 from privopt.noise.registry import MECHANISM_NAMES, canonical_mechanism, tuned_mechanism
-from privopt.training import FixedBatches, PoissonSampling, TrainingPlan
+from privopt.training import CyclicPoissonSampling, FixedBatches, PoissonSampling, TrainingPlan
 
 __all__ = [
     "PRIVACY_UNIT",
@@ -51,7 +54,7 @@ __all__ = [
 
 #: the privacy unit of every federated run
 PRIVACY_UNIT = "user"
-_SAMPLING = ("auto", "poisson", "fixed")
+_SAMPLING = ("auto", "poisson", "fixed", "cyclic-poisson")
 
 
 def federated_plan(
@@ -63,6 +66,7 @@ def federated_plan(
     clip_norm: float,
     neighbouring: Neighbouring | str = "zero-out",
     sampling: str = "auto",
+    groups: int | None = None,
 ) -> tuple[TrainingPlan, dict[str, Any]]:
     """The uncalibrated plan over ``num_users`` users and the public choices made (module
     table); calibrate it with ``plan.calibrate(epsilon, delta)``.
@@ -75,8 +79,16 @@ def federated_plan(
         clip_norm: G, the l2 bound of each user's model delta.
         neighbouring: user-level ``"zero-out"`` or ``"replace-one"``.
         sampling: ``"auto"`` (Poisson for ``dpsgd``, fixed cohorts otherwise), ``"poisson"``
-            (``dpsgd`` only: amplification is not analysed for correlated noise here) or
-            ``"fixed"``.
+            (``dpsgd`` only), ``"fixed"``, or ``"cyclic-poisson"`` (``banded`` only, with
+            ``groups``: amplified banded noise, below).
+        groups: with ``"cyclic-poisson"``, the number P of secret fixed parts of the users;
+            round t samples each user of part t mod P with probability
+            q = min(1, b / (N // P)), over the same E N // b rounds as fixed cohorts; the banded
+            mechanism is tuned for min-separation P (so L <= P bands) and the run is accounted
+            as ceil(T / P) Poisson-sampled Gaussian steps (Choquette-Choo, McMahan, Rush and
+            Thakurta 2023, "Amplified Banded Matrix Factorization", Thm 4;
+            :func:`privopt.noise.cyclic_poisson_event`). P = N // b is fixed cohorts with
+            q = 1; smaller P amplifies more with fewer bands.
     """
     num_users = check_count("num_users", num_users)
     cohort_size = check_count("cohort_size", cohort_size)
@@ -117,6 +129,11 @@ def federated_plan(
             label=label,
         )  # fmt: skip
         return plan, {"mechanism": name, "sampling": "poisson", "rate": batches.sample_rate}
+    if sampling == "cyclic-poisson":
+        return _cyclic_plan(mechanism, name, num_users, cohort_size, epochs, clip_norm,
+                            relation, groups, label)  # fmt: skip
+    if groups is not None:
+        raise ValueError("groups applies to sampling='cyclic-poisson' only.")
     batches = FixedBatches(cohort_size, epochs)
     if not isinstance(mechanism, Mechanism) and name != "dpsgd":
         steps, pattern = batches.steps(num_users), batches.participation(num_users)
@@ -126,6 +143,34 @@ def federated_plan(
         num_users, batches, clip_norm, mechanism=mech, neighbouring=relation, label=label
     )
     return plan, {"mechanism": name, "sampling": "fixed", **choices}
+
+
+def _cyclic_plan(mechanism, name, users, cohort, epochs, clip_norm, relation, groups, label):
+    """Amplified banded noise over users (``sampling="cyclic-poisson"``; the Args above)."""
+    if groups is None:
+        raise ValueError("sampling='cyclic-poisson' needs groups (the number of user parts).")
+    groups = check_count("groups", groups)
+    if groups > users // cohort:
+        raise ValueError(
+            f"groups={groups} leaves parts of {users // groups} users, fewer than the cohort of "
+            f"{cohort}; use groups <= N // cohort_size = {users // cohort}."
+        )
+    if not isinstance(mechanism, Mechanism) and name != "banded":
+        raise ValueError(
+            f"sampling='cyclic-poisson' is analysed for banded mechanisms, got {name!r}."
+        )
+    steps = epochs * (users // cohort)
+    rate = min(1.0, cohort / (users // groups))
+    choices: dict[str, Any] = {}
+    if not isinstance(mechanism, Mechanism):
+        pattern = Participation.multiple(groups, math.ceil(steps / groups))
+        mechanism, choices = tuned_mechanism("banded", steps, pattern)
+    batches = CyclicPoissonSampling(groups, rate, steps)
+    plan = TrainingPlan(
+        users, batches, clip_norm, mechanism=mechanism, neighbouring=relation, label=label
+    )  # the strategy refuses more bands than groups, and replace-one
+    return plan, {"mechanism": name, "sampling": "cyclic-poisson", "groups": groups,
+                  "rate": rate, **choices}  # fmt: skip
 
 
 def user_level_relation(neighbouring: Neighbouring) -> tuple[str, str]:
@@ -159,6 +204,13 @@ def user_level_assumptions(plan: TrainingPlan, local_steps: int) -> list[str]:
         "the server adds noise to the sum of the cohort's clipped deltas only; client "
         "training, its batching and its order are inside the clipped delta",
     ]
+    if isinstance(plan.batches, CyclicPoissonSampling):
+        out.append(
+            f"banded noise {plan.mechanism.name} amplified by cyclic Poisson sampling over "
+            f"users: accounted as ceil(T / {plan.batches.groups}) Poisson-sampled Gaussian "
+            "steps with the noise scaled by C's largest column norm (Choquette-Choo et al. "
+            "2023, Amplified Banded Matrix Factorization, Thm 4)"
+        )
     if plan.batches.accounts_correlated_noise:
         out.append(
             f"correlated noise {plan.mechanism.name}: sensitivity {plan.sensitivity:.6g} = "
