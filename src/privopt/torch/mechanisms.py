@@ -28,14 +28,15 @@ is :meth:`privopt.training.TrainingPlan.calibrate`.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
-from privopt.accounting import Neighbouring
-from privopt.noise import Mechanism, independent
+from privopt.accounting import GaussianEvent, Neighbouring, PoissonSampledGaussianEvent
+from privopt.noise import Mechanism, Participation, independent
 from privopt.noise.registry import MECHANISM_NAMES, canonical_mechanism, tuned_mechanism
 from privopt.training import FixedBatches, PoissonSampling, TrainingPlan
 
-__all__ = ["MECHANISMS", "build_plan"]
+__all__ = ["MECHANISMS", "build_plan", "event_after"]
 
 MECHANISMS = MECHANISM_NAMES
 
@@ -87,3 +88,22 @@ def build_plan(
         label=f"{mechanism} steps",
     )
     return plan, info
+
+
+def event_after(plan: TrainingPlan, t: int, per_epoch: int):
+    """The event of the first ``t`` steps of a calibrated ``plan`` (``per_epoch`` batches an
+    epoch): a post-processing of the leading t x t block of the mechanism, so it costs the
+    epsilon of that truncated plan (the whole plan's event for t >= its steps)."""
+    if t >= plan.steps:
+        return plan.event()
+    if isinstance(plan.batches, PoissonSampling):
+        return PoissonSampledGaussianEvent(
+            plan.noise_multiplier, plan.batches.sample_rate, count=t, label=plan.label
+        )
+    pattern = (
+        Participation.single()
+        if t <= per_epoch
+        else Participation.multiple(per_epoch, math.ceil(t / per_epoch))
+    )
+    unit = plan.mechanism.sensitivity(t, pattern)
+    return GaussianEvent(plan.relation_factor * plan.clip_norm * unit, plan.noise_std)

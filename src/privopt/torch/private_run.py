@@ -52,10 +52,10 @@ release, without noise, whether some example overflowed). A step the scaler skip
 is not finite) releases nothing: no noise is drawn, no step is counted, the loader yields the
 same batch again, and the next step uses the next noise of the stream.
 
-**Several processes** (not yet built): the seam is :meth:`PrivateRun._reduce`, which sees the
-clipped sum of this process's share of the batch before any noise; a data-parallel run
-all-reduces it there (sum), every rank draws the same noise from the same key, adds it once,
-and takes the same step.
+**Several processes** (:mod:`privopt.torch.distributed`): the same ``make_private`` call in
+every rank after ``torch.distributed.init_process_group`` runs one plan: each rank reads its
+share of every logical batch, :meth:`PrivateRun._reduce` all-reduces the clipped sums before
+any noise, and every rank adds the same noise once and takes the same step.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ import numpy as np
 
 import torch
 from privopt._validate import check_delta_for_rows, check_positive, check_probability
-from privopt.accounting import GaussianEvent, PoissonSampledGaussianEvent, PrivacyLedger
-from privopt.noise import SECRET_SEED_ASSUMPTION, Participation, independent
+from privopt.accounting import PrivacyLedger
+from privopt.noise import SECRET_SEED_ASSUMPTION, independent
 from privopt.noise.rng import derived_seed
 from privopt.noise.torch_streams import TORCH_NOISE_ASSUMPTION, torch_noise_stream
 from privopt.torch import checkpoint as ckpt
@@ -87,7 +87,8 @@ from privopt.torch._loop import (
 )
 from privopt.torch.clipping import GradientClipper, check_model
 from privopt.torch.data import as_records, check_inputs, parse_autocast
-from privopt.torch.mechanisms import build_plan
+from privopt.torch.distributed import data_parallel, public_fields
+from privopt.torch.mechanisms import build_plan, event_after
 from privopt.training import PoissonSampling, QuantileClipping, event_epsilon
 from privopt.training.adaptive import AdaptiveClipController
 from privopt.training.result import NonPrivateDiagnosticsWarning
@@ -147,7 +148,9 @@ def make_private(
         **options: ``neighbouring``, ``accountant``, ``ledger``, ``adaptive_clipping``,
             ``allow_large_delta``, ``lr_scheduler`` (checkpointed with the run), ``autocast``
             (the loop's autocast dtype, checked before anything is recorded), ``diagnostics``
-            (release the exact per-step unclipped count; non-private, disclosed).
+            (release the exact per-step unclipped count; non-private, disclosed),
+            ``distributed`` (None: data-parallel when a torch.distributed group of several
+            processes is initialised; True / False: :mod:`privopt.torch.distributed`).
 
     Returns:
         A :class:`PrivateRun`: ``.model`` (the same module, hooked), ``.optimizer``,
@@ -190,8 +193,10 @@ class PrivateRun(LoopHooks):
         lr_scheduler: Any = None,
         autocast: Any = None,
         diagnostics: bool = False,
+        distributed: bool | None = None,
     ) -> None:
         # every check on public values runs before anything is calibrated or recorded
+        arguments = {k: v for k, v in locals().items() if k not in ("self", "model", "data")}
         self.records = as_records(data)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_probability("delta", delta)
@@ -227,6 +232,7 @@ class PrivateRun(LoopHooks):
         if not self._params:
             raise ValueError("The model has no trainable parameters.")
         self.device = self._params[0][1].device
+        self._dist = data_parallel(distributed, model, self.device)  # None: one process
         self.autocast = parse_autocast(autocast)
         check_inputs(model, self.records, self.device, self.autocast)
         self._clipper = GradientClipper(model)  # refuses BatchNorm and the like, by name
@@ -246,6 +252,9 @@ class PrivateRun(LoopHooks):
                 f"The ledger uses {self.ledger.neighbouring.value!r} neighbours but the plan "
                 f"{self.plan.neighbouring.value!r}."
             )
+        if self._dist is not None:  # the same call on every rank (refused otherwise)
+            self._dist.check_same(public_fields(arguments, self.plan, model, n))
+            self._dist.broadcast_model(model)
         self.ledger.record(self.plan.event())  # before any record is read
         for text in [*self.plan.assumptions(), CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
             self.ledger.assume(text)
@@ -279,7 +288,7 @@ class PrivateRun(LoopHooks):
                 model.register_forward_hook(self._post_forward),
             ]
         }
-        self._start(*_keys(seed), step=0)
+        self._start(*_keys(seed if self._dist is None else self._dist.root(seed)), step=0)
 
     @property
     def loader(self) -> PrivateLoader:
@@ -323,26 +332,12 @@ class PrivateRun(LoopHooks):
             return 0.0
         if t not in self._spent:
             self._spent[t] = event_epsilon(
-                self._event_after(t), self.delta, self.plan.neighbouring, self.accountant
+                event_after(self.plan, t, self.steps_per_epoch),
+                self.delta,
+                self.plan.neighbouring,
+                self.accountant,
             )
         return self._spent[t]
-
-    def _event_after(self, t: int):
-        plan = self.plan
-        if t >= plan.steps:
-            return plan.event()
-        if isinstance(plan.batches, PoissonSampling):
-            return PoissonSampledGaussianEvent(
-                plan.noise_multiplier, plan.batches.sample_rate, count=t, label=plan.label
-            )
-        per_epoch = self.steps_per_epoch
-        pattern = (
-            Participation.single()
-            if t <= per_epoch
-            else Participation.multiple(per_epoch, math.ceil(t / per_epoch))
-        )
-        unit = plan.mechanism.sensitivity(t, pattern)
-        return GaussianEvent(plan.relation_factor * plan.clip_norm * unit, plan.noise_std)
 
     def remove(self) -> None:
         """Detach the run's hooks from the model (the run cannot train afterwards)."""
@@ -424,6 +419,8 @@ class PrivateRun(LoopHooks):
             if self.done:
                 raise RuntimeError(f"All {self.steps} steps of the plan have run (budget spent).")
             indices = next(self._schedule)
+            self._size = len(indices)  # the logical batch's; this rank reads its share
+            indices = indices if self._dist is None else self._dist.share(indices)
             m = self.max_physical_batch_size
             count = max(1, math.ceil(len(indices) / m)) if m else 1
             self._chunks = [indices] if count == 1 else np.array_split(indices, count)
@@ -534,21 +531,22 @@ class PrivateRun(LoopHooks):
         self._checked = True
 
     def _reduce(self, sums: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-        """The seam for several processes: the clipped sum of this process's share, before any
-        noise. One process: as it is. Data-parallel: all-reduce (sum) here; every rank then
-        draws the same noise from the same key and takes the same step."""
-        return sums
+        """The clipped sum of this process's share, before any noise, summed over the ranks of
+        a data-parallel run (:mod:`privopt.torch.distributed`); every rank then draws the same
+        noise from the same key, adds it once and takes the same step. One process: as is."""
+        return sums if self._dist is None else self._dist.all_reduce(sums, self._noise_dtype)
 
     def _release(self) -> None:
         """Step t of the plan: the noisy clipped sum divided by D, then the user's optimizer."""
-        size = sum(len(c) for c in self._chunks)
-        sums = self._sums
-        if sums is None:  # an empty Poisson batch: the step releases noise only
+        sums, size = self._sums, self._size
+        if sums is None:  # an empty Poisson batch (or share): the step releases noise only
             sums = {n: torch.zeros_like(p) for n, p in self._params}
         sums = self._reduce(sums)
+        unclipped = None if self._unclipped is None else int(self._unclipped)
+        if self._dist is not None and (self._adaptive is not None or self.diagnostics):
+            unclipped = self._dist.all_reduce_count(unclipped or 0)
         adaptive = self._adaptive
         clip = self.plan.clip_norm if adaptive is None else adaptive.clip
-        unclipped = None if self._unclipped is None else int(self._unclipped)
         noise = self._stream.next()
         if adaptive is not None:  # unit-clip noise scaled back; then this step's noisy count
             noise = noise * clip
@@ -583,8 +581,11 @@ class PrivateRun(LoopHooks):
         ckpt.load_run(self, state)
 
     def save(self, path) -> None:
-        """Write :meth:`state_dict` atomically to ``path``."""
-        ckpt.atomic_save(self.state_dict(), path)
+        """Write :meth:`state_dict` atomically to ``path`` (data-parallel: rank 0 writes, the
+        other ranks, which hold the same state, write nothing; any world size resumes it)."""
+        state = self.state_dict()
+        if self._dist is None or self._dist.rank == 0:
+            ckpt.atomic_save(state, path)
 
     def load(self, path) -> None:
         """Resume from a file written by :meth:`save` (refused in one line, nothing changed,
