@@ -1,4 +1,4 @@
-"""Seed 002 on Adult: test accuracy against epsilon for each classification loss and both
+"""Wang et al. (2022) on Adult: test accuracy against epsilon for each classification loss and both
 perturbations, and the time per fit (issue 6's benchmark).
 
 80/20 split (random_state 0), the public-knowledge preprocessor of privopt.datasets.adult,

@@ -58,7 +58,8 @@ def test_large_epsilon_does_not_overflow_and_stays_accurate():
 
 
 def test_classical_formula_violates_at_large_epsilon():
-    # notes/004.md §3.4: at eps=10, delta=1e-5 the classical mu has true delta 2.27e-5.
+    # docs/theory/single-epoch-srgd.md#tree: at eps=10, delta=1e-5 the classical mu has true delta
+    # 2.27e-5.
     sigma = classical_gaussian_sigma(10.0, 1e-5)
     assert gaussian_delta(sigma, 10.0) == pytest.approx(2.2654e-5, rel=1e-3)
     assert calibrate_gaussian_sigma(10.0, 1e-5) > sigma  # exact calibration adds noise there

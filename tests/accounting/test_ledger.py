@@ -38,9 +38,12 @@ def test_sequential_composition_is_exact_gdp():
 
 
 def test_parallel_composition_over_disjoint_batches():
-    # DP-AMBSSGD shape (notes/000.md §4.4): every batch costs rho = 1/(2 alpha^2) for the
+    # DP-AMBSSGD shape (docs/theory/linear-regression-adaptive-clipping.md#ambssgd-privacy): every
+    # batch costs rho = 1/(2 alpha^2) for the
     # gradient plus 1/(2 alpha^2) for DP-STAT; one pass gives rho = 1/alpha^2 in total.
-    alpha = 7.5660  # alpha* for eps=1, delta=1e-6 (notes/000.md §4.4 table)
+    # alpha* for eps=1, delta=1e-6
+    # (docs/theory/linear-regression-adaptive-clipping.md#ambssgd-privacy table)
+    alpha = 7.5660
     ledger = PrivacyLedger("replace-one")
     for t in range(20):
         zeta = 1.0 + t  # thresholds vary per batch; rho does not

@@ -1,4 +1,5 @@
-"""Events added for seed 002: uniformly sampled Gaussian steps, closed-form RDP guarantees and
+"""Events added for Wang et al. (2022): uniformly sampled Gaussian steps, closed-form RDP guarantees
+and
 sampling failures (their composition in the ledger)."""
 
 import math
@@ -131,7 +132,8 @@ def test_approx_dp_event_composes_by_the_privacy_loss_distribution():
 
     one = ApproxDPEvent(epsilon=0.5, delta=1e-7)
     assert one.composed_epsilon(1e-7) == pytest.approx(0.5, rel=1e-3)
-    # 1024 calls at Theorem 4.1's budget (notes/003.md §3.2 item 3): the PLD gives ~0.381, the
+    # 1024 calls at Theorem 4.1's budget (docs/theory/overparameterised-regression.md#composition
+    # item 3): the PLD gives ~0.381, the
     # advanced composition the paper uses ~0.51 (0.412 with a coarser 1e-4 discretisation).
     eps0 = 1.0 / math.sqrt(8 * 1024 * math.log(2 / 1e-5))
     many = ApproxDPEvent(epsilon=eps0, delta=1e-5 / 2048, count=1024)

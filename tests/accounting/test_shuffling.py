@@ -1,4 +1,5 @@
-"""Amplification by shuffling (FMT21): closed-form values of notes/000.md §4.2, validity region."""
+"""Amplification by shuffling (FMT21): closed-form values of
+docs/theory/linear-regression-adaptive-clipping.md#ssgd-privacy, validity region."""
 
 import math
 

@@ -1,4 +1,5 @@
-"""rho-zCDP: golden conversions (notes/001.md §3.3), composition, round trips, bad input."""
+"""rho-zCDP: golden conversions (docs/theory/correlated-noise.md#zcdp-conversion), composition,
+round trips, bad input."""
 
 import math
 
@@ -31,7 +32,8 @@ def test_bun_steinke_closed_form():
     rho, delta = 0.3, 1e-6
     expected = rho + 2 * math.sqrt(rho * math.log(1 / delta))
     assert zcdp_epsilon(rho, delta, conversion="bun-steinke") == pytest.approx(expected, rel=1e-14)
-    # Inverse of Bun–Steinke: sqrt(rho) = sqrt(L + eps) - sqrt(L) (notes/000.md §4.4 alpha*).
+    # Inverse of Bun–Steinke: sqrt(rho) = sqrt(L + eps) - sqrt(L)
+    # (docs/theory/linear-regression-adaptive-clipping.md#ambssgd-privacy alpha*).
     log_inv = math.log(1e5)
     alpha_star = (math.sqrt(log_inv + 1.0) + math.sqrt(log_inv)) / 1.0
     assert zcdp_rho(1.0, 1e-5, "bun-steinke") == pytest.approx(1 / alpha_star**2, rel=1e-9)

@@ -1,4 +1,5 @@
-"""DP-AMBSSGD (seed 000, Algorithm 2; notes/000.md §3.3, §4.4, §5.4 and §8).
+"""DP-AMBSSGD (Varshney et al. 2022, Algorithm 2;
+docs/theory/linear-regression-adaptive-clipping.md#dp-ambssgd, §4.4, §5.4 and §8).
 
 Calibration (GDP / zCDP / the paper's alpha), Theorem 10's configuration, privacy read off the
 ledger (parallel composition over the T disjoint rounds), single-pass data usage, the law of
@@ -80,7 +81,8 @@ def test_zcdp_calibration_round_trip(epsilon, stat_budget):
     assert zcdp_epsilon(rho, DELTA) <= epsilon + 1e-9
 
 
-# notes/000.md §4.4 table: (epsilon, delta, sqrt(8 L)/eps, epsilon actually achieved by it under
+# docs/theory/linear-regression-adaptive-clipping.md#ambssgd-privacy table: (epsilon, delta, sqrt(8
+# L)/eps, epsilon actually achieved by it under
 # the paper's conversion eps = rho + 2 sqrt(rho L) with rho = 1/alpha^2), L = ln(1/delta).
 PAPER_TABLE = [
     (0.1, 1e-5, 95.9705, 0.0708),
@@ -173,7 +175,8 @@ def test_theory_config_formulas(n, kappa, c1, row_norm_sq, h_norm, residual_scal
 
 def test_theory_config_paper_instance():
     # Corollary 11 set-up, N = 10^6: T = ceil(ln 10^6) = 14, b + s = 71428, s = 6493, b = 64935,
-    # eta = b / (R^2 + b - 1) ~ 1 (notes/000.md §3.3 and §4.3 quote s ~ 6493).
+    # eta = b / (R^2 + b - 1) ~ 1 (docs/theory/linear-regression-adaptive-clipping.md#dp-ambssgd and
+    # §4.3 quote s ~ 6493).
     cfg = theory_config(
         1_000_000,
         epsilon=1.0,
@@ -260,7 +263,8 @@ def test_ledger_privacy(gaussian_data, calibration, epsilon):
             2 * cfg.learning_rate * zeta * cfg.grad_noise_multiplier / cfg.batch_size, rel=1e-14
         )
     if calibration == "paper":
-        # rho_total = 1/alpha^2 whatever T, b and zeta_t (notes/000.md §4.4 and §8 item 5).
+        # rho_total = 1/alpha^2 whatever T, b and zeta_t
+        # (docs/theory/linear-regression-adaptive-clipping.md#ambssgd-privacy and §8 item 5).
         assert ledger.rho == pytest.approx(1.0 / cfg.stat_noise_multiplier**2, rel=1e-12)
         assert ledger.epsilon(DELTA, "zcdp") <= epsilon
 

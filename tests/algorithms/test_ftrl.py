@@ -1,4 +1,5 @@
-"""DP-FTRL (seed 001, Algorithm 1): equivalences, privacy calibration, participation, bad input."""
+"""DP-FTRL (Choquette-Choo et al. 2024, Algorithm 1): equivalences, privacy calibration,
+participation, bad input."""
 
 import numpy as np
 import pytest

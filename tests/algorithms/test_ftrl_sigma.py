@@ -1,4 +1,5 @@
-"""DP-FTRL-Σ (seed 003, Algorithm 1): reductions, the tree's law, privacy report, utility, and the
+"""DP-FTRL-Σ (Private Overparameterized Linear Regression, anonymous submission, Algorithm 1):
+reductions, the tree's law, privacy report, utility, and the
 issue-12 checks (threshold validation, safe residual default, exact clipping, diagnostics)."""
 
 import math
@@ -104,7 +105,8 @@ def test_report_sensitivity_matches_the_levels_and_epsilon_the_target():
         gdp_epsilon(2 * math.sqrt(levels) / fit.info["tau"], 1e-5), rel=1e-9
     )
     # The paper's tau drops replace-one's factor 2: the report shows the epsilon it really gives
-    # (exact GDP: 1.06 here; notes/003.md §3.3 quotes 1.40 through the paper's RDP conversion).
+    # (exact GDP: 1.06 here; docs/theory/overparameterised-regression.md#tree-sensitivity-fix quotes
+    # 1.40 through the paper's RDP conversion).
     paper = dp_ftrl_sigma(
         data.X,
         data.y,
@@ -439,7 +441,8 @@ def test_clip_coefficient_never_overshoots_on_adversarial_values():
 def test_clipped_gradients_in_a_run_stay_within_psi_in_the_sigma_norm(monkeypatch):
     """Wrap the Σ^-1-norm model to see every clipped gradient of a run with a non-identity Σ (an
     l2 clip would fail). An independent Mahalanobis norm of the float vector differs from the
-    scalar |c| ||x||_{Σ^-1} by rounding only: 1e-12 relative (notes/003.md §8.3 item 2)."""
+    scalar |c| ||x||_{Σ^-1} by rounding only: 1e-12 relative
+    (docs/theory/overparameterised-regression.md#implementation item 2)."""
     data = _small(n=64, d=5)
     cov = LowRankPlusRidgeCovariance(data.public_X, ridge=0.05)
     added = []

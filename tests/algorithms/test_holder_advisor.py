@@ -1,6 +1,7 @@
-"""Recommended (T, eta) from seed 002's Theorems 9, 10, 12 and Lemma 13's threshold.
+"""Recommended (T, eta) from Wang et al.'s (2022) Theorems 9, 10, 12 and Lemma 13's threshold.
 
-Reference formulas: notes/002.md §12.1 (transcribed below, independently of the module);
+Reference formulas: docs/theory/non-smooth-sgd.md#test-vectors (transcribed below, independently of
+the module);
 exponent table: §6.6; Lemma 13 thresholds: §4.3; the Theorem 12 erratum: §6.4, §11 item 2.
 """
 
@@ -20,7 +21,8 @@ from privopt.theory.holder_advisor import (
 )
 from privopt.theory.holder_stability import uas_bound
 
-# -- notes/002.md §12.1, verbatim ----------------------------------------------------------------
+# -- docs/theory/non-smooth-sgd.md#test-vectors, verbatim
+# ----------------------------------------------------------------
 
 
 def T_bounded(n, alpha):
@@ -56,7 +58,8 @@ def eta_thm12(n, T, d, eps, delta, gamma):  # corrected form
 
 BASE = {"n": 1000, "d": 50, "epsilon": 1.0, "delta": 1e-6}
 
-# -- Lemma 13 (notes/002.md §4.3) ------------------------------------------------------------
+# -- Lemma 13 (docs/theory/non-smooth-sgd.md#lemma-13)
+# ------------------------------------------------------------
 
 
 @pytest.mark.parametrize(
@@ -90,7 +93,8 @@ def test_lemma13_docstring_warns_it_is_false_for_small_n():
     assert "false for 18 <= n <= 43" in lemma13_epsilon_threshold.__doc__
 
 
-# -- T exponents (notes/002.md §6.6) ----------------------------------------------------------
+# -- T exponents (docs/theory/non-smooth-sgd.md#iteration-counts)
+# ----------------------------------------------------------
 
 
 @pytest.mark.parametrize(

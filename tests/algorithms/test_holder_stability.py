@@ -1,6 +1,8 @@
-"""Theorem 7 of seed 002 (uniform argument stability of projected SGD) with explicit constants.
+"""Theorem 7 of Wang et al. (2022) (uniform argument stability of projected SGD) with explicit
+constants.
 
-Reference values are the test vectors of notes/002.md §12.2; the long forms are recomputed here
+Reference values are the test vectors of docs/theory/non-smooth-sgd.md#test-vectors; the long forms
+are recomputed here
 with mpmath at 50 digits, independently of the module's log-space evaluation.
 """
 
@@ -26,12 +28,14 @@ from privopt.theory.holder_stability import (
 
 mpmath.mp.dps = 50
 
-# gamma = 0.01, eta = 0.01, T = 1000, n = 100 for every UAS vector of notes/002.md §12.2
+# gamma = 0.01, eta = 0.01, T = 1000, n = 100 for every UAS vector of
+# docs/theory/non-smooth-sgd.md#test-vectors
 RUN = {"eta": 0.01, "steps": 1000, "n": 100, "failure_probability": 0.01}
 
 
 def _paper_uas(alpha, L, M, eta, T, n, gamma, *, R=None, M0=None):
-    """Theorem 7 transcribed literally, in 50-digit arithmetic (notes/002.md §3.1)."""
+    """Theorem 7 transcribed literally, in 50-digit arithmetic
+    (docs/theory/non-smooth-sgd.md#stability)."""
     alpha, L, M, eta = (mpmath.mpf(v) for v in (alpha, L, M, eta))
     x = 3 * n * mpmath.log(mpmath.mpf(n) / gamma) / T
     k = mpmath.mpf(T) / n * (1 + max(mpmath.sqrt(x), x))
@@ -53,7 +57,8 @@ def _paper_uas(alpha, L, M, eta, T, n, gamma, *, R=None, M0=None):
     return mpmath.sqrt(mpmath.e * (T * c2 + 4 * G**2 * eta**2 * (1 + k) * k))
 
 
-# -- constants (notes/002.md §1.1, §12.2) -------------------------------------------------------
+# -- constants (docs/theory/non-smooth-sgd.md#constants, §12.2)
+# -------------------------------------------------------
 
 
 def test_c_alpha_1_vectors():
@@ -82,7 +87,8 @@ def test_c_gamma_T_vectors():
 @pytest.mark.parametrize("M0", [0.0, 1.0])
 def test_C_alpha_simplification_matches_paper_long_form(alpha, L, M0):
     """(1-a)/(1+a) c_{a,1}^{2(1+a)/(1-a)} (a/(1+a))^{2a/(1-a)} + 2 M0 == (1-a)/(1+a) L^{2/(1-a)}
-    + 2 M0 (notes/002.md §1.1), the long form evaluated in 50-digit arithmetic."""
+    + 2 M0 (docs/theory/non-smooth-sgd.md#constants), the long form evaluated in 50-digit
+    arithmetic."""
     a, Lm = mpmath.mpf(alpha), mpmath.mpf(L)
     c1 = (1 + 1 / a) ** (a / (1 + a)) * Lm ** (1 / (1 + a))
     assert float(c1) == pytest.approx(c_alpha_1(alpha, L, 7.0), rel=1e-13)
@@ -107,7 +113,8 @@ def test_c2sq_eta_pow_special_cases_and_value():
 
 
 def test_c2sq_eta_pow_is_one_quantity_where_the_pieces_overflow():
-    """notes/002.md §9.3: (2^-a L)^{2/(1-a)} overflows while eta^{2/(1-a)} underflows; the
+    """docs/theory/non-smooth-sgd.md#numerics: (2^-a L)^{2/(1-a)} overflows while eta^{2/(1-a)}
+    underflows; the
     product ~1e-305 is representable and must come out right."""
     alpha, L, eta = 0.998, 10.0, 0.099
     with pytest.raises(OverflowError):
@@ -119,7 +126,8 @@ def test_c2sq_eta_pow_is_one_quantity_where_the_pieces_overflow():
     assert value == pytest.approx(float(exact), rel=1e-9)
 
 
-# -- the five UAS vectors (notes/002.md §12.2) ----------------------------------------------
+# -- the five UAS vectors (docs/theory/non-smooth-sgd.md#test-vectors)
+# ----------------------------------------------
 
 
 BALL_VECTORS = [
@@ -141,7 +149,8 @@ def test_ball_uas_vectors(alpha, L, M, expected):
         float(_paper_uas(alpha, L, M, 0.01, 1000, 100, 0.01, R=1.0)), rel=1e-13
     )
     assert uas_bound(alpha=alpha, L=L, M=M, radius=1.0, cap=False, **RUN) == bound.paper_value
-    # every vector exceeds the trivial bound 2R = 2 at R = 1 (notes/002.md §9.2)
+    # every vector exceeds the trivial bound 2R = 2 at R = 1
+    # (docs/theory/non-smooth-sgd.md#validation)
     assert bound.capped and bound.value == 2.0
     assert uas_bound(alpha=alpha, L=L, M=M, radius=1.0, **RUN) == 2.0
     assert bound.domain == "ball" and bound.theorem == "Theorem 7(b)"
@@ -191,7 +200,8 @@ def test_two_r_cap_applies_only_when_smaller():
     assert not wide.capped and wide.value == wide.paper_value == capped.paper_value
 
 
-# -- numerics as alpha -> 1 (notes/002.md §9.3) ----------------------------------------------
+# -- numerics as alpha -> 1 (docs/theory/non-smooth-sgd.md#numerics)
+# ----------------------------------------------
 
 
 def test_no_overflow_at_alpha_0999_with_L_10():
@@ -320,7 +330,8 @@ def test_other_validation(overrides, match):
 
 
 def test_for_loss_reproduces_vectors():
-    # hinge with ||x|| <= 1: alpha = 0, L = M = 1 (notes/002.md §5); R = 10 leaves 2R = 20 idle
+    # hinge with ||x|| <= 1: alpha = 0, L = M = 1 (docs/theory/non-smooth-sgd.md#losses); R = 10
+    # leaves 2R = 20 idle
     assert uas_bound_for_loss("hinge", x_bound=1.0, radius=10.0, **RUN) == pytest.approx(
         2.567964562, abs=1e-9
     )
@@ -363,7 +374,8 @@ def test_for_loss_regression_needs_y_bound_on_unbounded_domain():
     assert value == pytest.approx(uas_bound(alpha=1.0, L=1.0, M=1.0, M0=0.5, **RUN), rel=1e-15)
 
 
-# -- the bound holds on coupled SGD runs (a quick sanity check, notes/002.md §9.4 item 4) -------
+# -- the bound holds on coupled SGD runs (a quick sanity check,
+# docs/theory/non-smooth-sgd.md#implementation item 4) -------
 
 
 def test_bound_dominates_coupled_sgd_runs_hinge():

@@ -1,4 +1,5 @@
-"""Seed 002's algorithms: the SGD engine, DP-SGD-Output (Alg. 1), DP-SGD-Gradient (Alg. 2)."""
+"""Wang et al.'s (2022) algorithms: the SGD engine, DP-SGD-Output (Alg. 1), DP-SGD-Gradient (Alg.
+2)."""
 
 import math
 
@@ -204,7 +205,7 @@ def test_classical_calibration_is_flagged_at_large_epsilon():
         radius=1.0,
         rng=np.random.default_rng(0),
     )
-    assert not fit.info["classical_sigma_is_private"]  # notes/002.md §9.3
+    assert not fit.info["classical_sigma_is_private"]  # docs/theory/non-smooth-sgd.md#numerics
     assert fit.info["sigma"] > fit.info["classical_sigma"]
 
 
@@ -212,14 +213,16 @@ def test_classical_calibration_is_flagged_at_large_epsilon():
 
 
 def test_theorem11_vectors_of_notes_002():
-    # notes/002.md §12.2: sigma at beta = 1/2 and the admissible range / closest-to-1/2 choice.
+    # docs/theory/non-smooth-sgd.md#test-vectors: sigma at beta = 1/2 and the admissible range /
+    # closest-to-1/2 choice.
     assert theorem11_sigma(0.5, 1.0, 1e-8, 1e4, 1e8, 1.0) == pytest.approx(32.55085439, rel=1e-6)
     noise = theorem11_noise(1.0, 1e-8, 10**4, 10**8, 1.0)
     assert noise.admissible_range[0] == pytest.approx(0.27, abs=0.005)
     assert noise.admissible_range[1] == pytest.approx(0.353, abs=0.001)
     assert noise.beta == noise.admissible_range[1]  # closest to 1/2
     assert noise.sigma == pytest.approx(34.19, abs=0.01)
-    # T = n: admissible beta tiny and sigma/G about 5.1 (notes §4.4)
+    # T = n: admissible beta tiny and sigma/G about 5.1
+    # (docs/theory/non-smooth-sgd.md#beta-in-practice)
     small = theorem11_noise(1.0, 1e-8, 10**4, 10**4, 1.0)
     assert small.admissible_range == pytest.approx((1.4e-5, 1.04e-3), rel=0.02)
     assert small.sigma == pytest.approx(5.1, abs=0.05)

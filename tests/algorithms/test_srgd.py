@@ -1,4 +1,5 @@
-"""Accelerated-DP-SRGD (seed 004, Algorithm 1; notes/004.md §2-§4).
+"""Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025, Algorithm 1;
+docs/theory/single-epoch-srgd.md#algorithm-§4).
 
 The law of the tree noise on the prefix sums (through the algorithm), the clipped-difference
 sensitivity on adversarial neighbouring batches and Lemma 11's bound on a run, the accelerated
@@ -272,7 +273,8 @@ def test_noiseless_quadratic_converges_at_the_accelerated_rate():
 @pytest.mark.parametrize("variant", ["recursive", "independent"])
 def test_report_is_exact_gdp_and_classical_formula_underestimates_at_eps_10(variant):
     """At (10, 1e-5) Lemma 8's conversion mu = eps / sqrt(2 ln(1.25/delta)) = 2.064 has a true
-    delta of 2.27e-5 (notes/004.md §3.4), and Cor. 9/13's 2.5/delta gives 1.07e-5: both sigmas are
+    delta of 2.27e-5 (docs/theory/single-epoch-srgd.md#tree), and Cor. 9/13's 2.5/delta gives
+    1.07e-5: both sigmas are
     smaller than the exact one and neither is (10, 1e-5)-DP."""
     X, y = _logistic_data(400, 3)
     result = _quiet(
@@ -380,7 +382,7 @@ def test_private_logistic_regression(setting, ceiling):
     between w = 0 and the generating w that the fit leaves. Measured over seeds 0-4: 0.037-0.058
     with the interior practical constants (T = 12, B = 1365, beta = M = 0.25); 0.58-0.68 with
     Theorem 14's (T = B = 128, beta = 763: the optimisation term beta R^2 / T^2 = 0.75 of its
-    bound dominates, as notes/004.md §6 found)."""
+    bound dominates, as docs/theory/single-epoch-srgd.md#experiments found)."""
     X, y, w = _logistic_data(2**14, 5, seed=4, with_w=True)
     loss = get_loss("logistic")
     result = accelerated_dp_srgd(

@@ -1,4 +1,5 @@
-"""DP-SSGD (seed 000, Algorithm 1; notes/000.md §3.1, §4.2 and §8).
+"""DP-SSGD (Varshney et al. 2022, Algorithm 1;
+docs/theory/linear-regression-adaptive-clipping.md#dp-ssgd, §4.2 and §8).
 
 Calibration by the FMT21 shuffling bound (and its validity ceiling), the ledger entry, the law of
 the added noise (std 2 eta zeta alpha per coordinate and step), the trace and the step size.

@@ -1,7 +1,8 @@
 """One-run auditing (Steinke-Nasr-Jagielski 2023; Mahloujifar et al. 2024) and the white-box
 gradient canaries of the training core.
 
-Golden values: ../shared/notes/torch_audit_selection_dask.md §2.4 (the note's own scripts, an
+Golden values: docs/theory/torch-audits-selection-dask.md#audit-expectations (the note's own
+scripts, an
 ideal Gaussian at epsilon = 2, delta = 1e-5, m = 1000 canaries, expected counts): SNJ 74
 guesses / 54 correct -> 0.54, f-DP 152 / 105 -> 0.75, perfect 500 / 500 -> 5.09, randomised
 response 1000 / 881 -> 1.84.

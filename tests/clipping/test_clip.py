@@ -1,4 +1,5 @@
-"""Per-example l2 clipping (notes/000.md §1, §4.5 item 1 and §8 "Tests that verify correctness").
+"""Per-example l2 clipping (docs/theory/linear-regression-adaptive-clipping.md#data-model, §4.5 item
+1 and §8 "Tests that verify correctness").
 
 ``clip_zeta(v) = v * min(1, zeta / ||v||)``: the clipped norm never exceeds zeta (even in floating
 point), rows below the threshold are untouched, directions are preserved, zero rows stay zero,
@@ -53,7 +54,8 @@ def test_clipped_norm_never_exceeds_threshold(rows, threshold):
     norms = exact_norms(clipped)
     # The implementation guarantees factor * (its computed norm) <= threshold; the norm of the
     # product row differs from that by the rounding of the products and of the norm (a few ulps),
-    # hence the 1e-12 relative slack of notes/000.md §8 item 1.
+    # hence the 1e-12 relative slack of
+    # docs/theory/linear-regression-adaptive-clipping.md#guarantees item 1.
     assert np.all(norms <= threshold * (1.0 + 1e-12) + SUBNORMAL_SLACK)
 
 

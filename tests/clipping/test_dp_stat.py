@@ -1,4 +1,5 @@
-"""DP-STAT (seed 000, Algorithm 3; notes/000.md §3.2, §4.3 and §8 item 4).
+"""DP-STAT (Varshney et al. 2022, Algorithm 3;
+docs/theory/linear-regression-adaptive-clipping.md#dp-stat, §4.3 and §8 item 4).
 
 Doubling search over the grid Delta 2^i (Delta = B / 2^K): stop at the first threshold where the
 count #{r_j <= gamma} plus N(0, K alpha^2) reaches s - margin; at most K noisy counts; return
@@ -56,7 +57,8 @@ def test_queries_grid_and_count_std(seed):
 
 
 def test_margin_formula():
-    # Gamma = alpha sqrt(K) sqrt(2 ln(K / beta)) (notes/000.md §3.2). §6.2 prints
+    # Gamma = alpha sqrt(K) sqrt(2 ln(K / beta))
+    # (docs/theory/linear-regression-adaptive-clipping.md#dp-stat). §6.2 prints
     # alpha sqrt(30) sqrt(2 ln 3e4) ~ 261 at alpha = 10.51, i.e. K = 30 and beta = 1e-3.
     assert dp_stat_margin(5.0, 20, 1e-3) == pytest.approx(
         5.0 * math.sqrt(20) * math.sqrt(2 * math.log(20 / 1e-3)), rel=1e-15
@@ -198,7 +200,8 @@ def lemma12_runs():
     Gamma = 99.5) and margin 0. Measured with this seed: with the margin 0 runs below
     s - 2 Gamma (smallest count 1886), 0 runs with gamma >= 2 max r, quantiles of gamma / max r
     5%/50%/95% = 0.49 / 0.60 / 1.22; with margin 0, 95th percentile 17.5 (capped by
-    B / max r ~ 20) and 49% of the runs with gamma >= 2 max r (notes/000.md §6.2: 14x at K = 30).
+    B / max r ~ 20) and 49% of the runs with gamma >= 2 max r
+    (docs/theory/linear-regression-adaptive-clipping.md#simulation: 14x at K = 30).
     """
     rng = np.random.default_rng(12)
     out = {"auto": [], 0.0: []}
@@ -283,7 +286,8 @@ def test_bad_input(values, kwargs, match):
 
 
 def test_too_many_queries_is_a_value_error():
-    # the paper's literal K = ceil(200 log2 N) is ~3987 at N = 10^6 (notes/000.md §4.3)
+    # the paper's literal K = ceil(200 log2 N) is ~3987 at N = 10^6
+    # (docs/theory/linear-regression-adaptive-clipping.md#dp-stat-privacy)
     with pytest.raises(ValueError, match="queries"):
         run(np.ones(10), domain=1.0, queries=1100)
 

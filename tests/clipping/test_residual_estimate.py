@@ -1,4 +1,5 @@
-"""RESIDUALEST (seed 003, Algorithm 2; notes/003.md §2.2, §3.2 item 3, §8.2, §8.3 item 7).
+"""RESIDUALEST (Private Overparameterized Linear Regression, anonymous submission, Algorithm 2;
+docs/theory/overparameterised-regression.md#residualest, §3.2 item 3, §8.2, §8.3 item 7).
 
 Option 1: l = sqrt(2 mean r_i) on public rows. Option 2: Karwa–Vadhan stability histogram of ñ
 group means with geometric bins, Lap(2/(ε~ ñ)) on non-empty bins, threshold
@@ -73,7 +74,9 @@ def rows_from_group_means(means, group_size):
 
 @pytest.mark.parametrize(
     ("horizon", "epsilon", "eps_tilde", "groups", "rows"),
-    [  # notes/003.md §2.2 practicality table (delta = 1e-5), as printed (2 significant digits)
+    # docs/theory/overparameterised-regression.md#residualest practicality table (delta = 1e-5), as
+    # printed (2 significant digits)
+    [
         (1024, 1.0, 3.2e-3, 25_000, 176_000),
         (4096, 1.0, 1.6e-3, 54_000, 483_000),
         (4096, 8.0, 1.3e-2, 6_700, 60_000),
@@ -345,7 +348,8 @@ def test_add_remove_ledger_is_refused_before_the_data_are_read():
 
 
 def test_laplace_race_between_two_bins_matches_the_stated_noise():
-    """Neighbouring datasets, Monte Carlo (notes/003.md §8.3 item 7).
+    """Neighbouring datasets, Monte Carlo
+    (docs/theory/overparameterised-regression.md#implementation item 7).
 
     D: 377 group means in bin A = [1, 2), 376 in bin B = [4, 8). D': one row of one A group is
     replaced so that the group's mean moves to B. Both bins are kept (frequency ~ 1/2 >> the

@@ -1,4 +1,6 @@
-"""The over-parameterised regression generator of seed 003 (notes/003.md §4.2) and its oracle.
+"""The over-parameterised regression generator of the DP-FTRL-Σ paper (Private Overparameterized
+Linear Regression, anonymous submission)
+(docs/theory/overparameterised-regression.md#synthetic-data) and its oracle.
 
 Statistical checks use fixed seeds; their tolerances are set as if the seed were arbitrary, at
 5 standard errors of a Monte Carlo mean (standard error estimated from the same sample). A 5-SE
@@ -65,7 +67,8 @@ def test_exponential_spectrum_and_floor():
     np.testing.assert_allclose(data.eigenvalues[:690], np.exp(-i[:690]), rtol=1e-15)
     assert data.eigenvalues[-1] == EXP_FLOOR  # e^{-800} would underflow to a denormal/0
     assert np.all(data.eigenvalues >= EXP_FLOOR)
-    assert data.trace_H == pytest.approx(1 / (math.e - 1), rel=1e-12)  # notes/003.md §4.1
+    # docs/theory/overparameterised-regression.md#assumptions
+    assert data.trace_H == pytest.approx(1 / (math.e - 1), rel=1e-12)
 
 
 def test_default_r_is_two():
@@ -88,7 +91,8 @@ def test_theta_star(B):
 
 @pytest.mark.parametrize(("d", "r", "level"), [(400, 2.0, 0.330), (4096, 3.0, 0.315)])
 def test_reference_levels(d, r, level):
-    """L(0) - L* = ½ θ*ᵀHθ*: notes/003.md §6 reports 0.330 (r = 2, d = 400), 0.315 (r = 3,
+    """L(0) - L* = ½ θ*ᵀHθ*: docs/theory/overparameterised-regression.md#experiments reports 0.330
+    (r = 2, d = 400), 0.315 (r = 3,
     d = 4096) for the power-law θ* with B = 1 (3 digits, the first one rounded up)."""
     data = _data(n_samples=2, n_features=d, r=r, n_public=0)
     assert data.null_risk == pytest.approx(data.excess_risk(np.zeros(d)), rel=1e-14)

@@ -1,4 +1,5 @@
-"""Tests of the seed 000 linear-regression generator (notes/000.md §2.3) and its oracle.
+"""Tests of the Varshney et al. (2022) linear-regression generator
+(docs/theory/linear-regression-adaptive-clipping.md#synthetic-data) and its oracle.
 
 Statistical checks use a fixed seed, so they are deterministic; their tolerances are still set
 as if the seed were arbitrary, at 5 to 6 standard errors of the Monte Carlo mean (the standard
@@ -201,7 +202,8 @@ def test_R_x_squared_is_the_monte_carlo_fourth_moment_bound(x_law: str) -> None:
     ("x_law", "extra"), [("gaussian", 2.0), ("laplace", 5.0), ("rademacher", 0.0)]
 )
 def test_R_x_squared_golden_values_for_identity_covariance(x_law: str, extra: float) -> None:
-    # N(0, I_d) gives d + 2 (notes/000.md §2.3); Laplace d + 5; Rademacher exactly d.
+    # N(0, I_d) gives d + 2 (docs/theory/linear-regression-adaptive-clipping.md#synthetic-data);
+    # Laplace d + 5; Rademacher exactly d.
     data = _data(n_features=7, x_law=x_law)
     assert data.R_x_squared == 7.0 + extra
 

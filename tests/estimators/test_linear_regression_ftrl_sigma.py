@@ -1,4 +1,5 @@
-"""DPLinearRegression(method="ftrl-sigma", public_X=...): seed 003 through the estimator."""
+"""DPLinearRegression(method="ftrl-sigma", public_X=...): the DP-FTRL-Σ paper (Private
+Overparameterized Linear Regression, anonymous submission) through the estimator."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""DPLinearClassifier and DPSGDRegressor (seed 002): utility, privacy reports, sklearn contract."""
+"""DPLinearClassifier and DPSGDRegressor (Wang et al. 2022): utility, privacy reports, sklearn
+contract."""
 
 from pathlib import Path
 

@@ -1,4 +1,5 @@
-"""The cifar-style reproduction (seed 001 §4 on scikit-learn's digits) at its quick size."""
+"""The cifar-style reproduction (Choquette-Choo et al. (2024) §4 on scikit-learn's digits) at its
+quick size."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""Fig. 3 of seed 001: the Theorem 3.1 bound against kappa for DP-SGD, nu-DP-FTRL, Optimized."""
+"""Fig. 3 of Choquette-Choo et al. (2024): the Theorem 3.1 bound against kappa for DP-SGD,
+nu-DP-FTRL, Optimized."""
 
 import itertools
 import json

@@ -1,4 +1,5 @@
-"""`reproduce_overparam(quick=True)` (issue 7, seed 003): files, keys, budgets, slopes, input."""
+"""`reproduce_overparam(quick=True)` (issue 7, the DP-FTRL-Σ paper (Private Overparameterized Linear
+Regression, anonymous submission)): files, keys, budgets, slopes, input."""
 
 import itertools
 import json

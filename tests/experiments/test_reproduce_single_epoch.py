@@ -1,4 +1,4 @@
-"""Seed 004's single-epoch comparison (issue 8), at the quick size.
+"""Choquette-Choo, Ganesh & Thakurta's (2025) single-epoch comparison (issue 8), at the quick size.
 
 Files and keys, every reported epsilon at most its target, finite numbers, the known optimum of
 the synthetic problem (quadrature against Monte Carlo), the schedule of every method, and bad

@@ -228,7 +228,8 @@ def test_holder_constants_dataclass():
     h = HolderConstants(alpha=0.5, L=2.0)
     assert h.bound(0.25) == 1.0 and isinstance(h.bound(0.25), float)
     np.testing.assert_allclose(h.bound(np.array([0.0, 4.0])), [0.0, 4.0])
-    assert HolderConstants(alpha=0.0, L=3.0).bound(0.0) == 3.0  # 0^0 = 1 (notes/002.md §9.2)
+    # 0^0 = 1 (docs/theory/non-smooth-sgd.md#validation)
+    assert HolderConstants(alpha=0.0, L=3.0).bound(0.0) == 3.0
     for alpha, L in ((1.5, 1.0), (-0.1, 1.0), (0.5, -1.0), (0.5, math.inf)):
         with pytest.raises(ValueError, match=r"alpha|L"):
             HolderConstants(alpha=alpha, L=L)

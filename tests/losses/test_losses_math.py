@@ -6,9 +6,11 @@ Each loss is ℓ(w; x, y) = φ(<w, x>, y). Checked here, for every loss and seve
 * ``||∇ℓ(w) - ∇ℓ(w')|| <= L ||w - w'||^α`` with the stated (α, L) on random, nearby, far and
   kink-straddling pairs, data at the stated bounds; and L is attained (the constants are tight);
 * the α = 0 and α = 1 special cases (bounded subgradient jumps; exact linearity);
-* the constants equal the closed forms of notes/002.md §5 and the bounds G, M, M_0 hold on
+* the constants equal the closed forms of docs/theory/non-smooth-sgd.md#losses and the bounds G, M,
+M_0 hold on
   samples and are attained by worst-case data;
-* Lemma 19's self-bounding inequality ``||∇ℓ|| <= c_{α,1} ℓ^{α/(1+α)}`` (notes/002.md §1.2).
+* Lemma 19's self-bounding inequality ``||∇ℓ|| <= c_{α,1} ℓ^{α/(1+α)}``
+(docs/theory/non-smooth-sgd.md#lemmas).
 """
 
 import math
@@ -125,12 +127,13 @@ def test_norms_sum_and_values_are_consistent(loss):
     )
     values = loss.value(w, X, y)
     np.testing.assert_array_equal(values, loss.phi(X @ w, y))
-    assert np.all(values >= 0)  # nonnegative, as notes/002.md §1 requires
+    assert np.all(values >= 0)  # nonnegative, as docs/theory/non-smooth-sgd.md#setting requires
     assert loss.mean_value(w, X, y) == pytest.approx(values.mean(), rel=1e-15)
 
 
 def test_subgradient_choice_at_kinks_is_minimum_norm():
-    # notes/002.md §2: a deterministic subgradient; privopt takes the minimum-norm one.
+    # docs/theory/non-smooth-sgd.md#projected-sgd: a deterministic subgradient; privopt takes the
+    # minimum-norm one.
     y = np.array([1.0, -1.0])
     for name in ("hinge", "absolute"):
         assert np.all(get_loss(name).derivative(y, y) == 0.0)  # z = y: y z = 1, resp. r = 0
@@ -308,7 +311,8 @@ def test_alpha_one_constants():
         assert h.alpha == 1.0 and h.L == pytest.approx(L_phi * BX**2, rel=1e-15)
 
 
-# -- closed-form constants (notes/002.md §5) -------------------------------------------------
+# -- closed-form constants (docs/theory/non-smooth-sgd.md#losses)
+# -------------------------------------------------
 
 
 def huber(r: float, delta: float) -> float:
@@ -316,7 +320,8 @@ def huber(r: float, delta: float) -> float:
 
 
 def expected(loss: LinearLoss) -> dict[str, float]:
-    """notes/002.md §5 table (least squares ½-scaled), written out independently of the code."""
+    """docs/theory/non-smooth-sgd.md#losses table (least squares ½-scaled), written out
+    independently of the code."""
     t = BX * R + BY  # largest |residual| on the ball with |y| <= BY
     sig = 1 / (1 + math.exp(-BX * R))
     q = getattr(loss, "q", None)
@@ -376,7 +381,7 @@ def test_regression_without_target_bound():
 
 
 def test_paper_bound_on_unbounded_domain():
-    # notes/002.md §4.5: α = 0 keeps M + L on R^d; α > 0 is unbounded.
+    # docs/theory/non-smooth-sgd.md#unbounded-domains: α = 0 keeps M + L on R^d; α > 0 is unbounded.
     assert get_loss("hinge").paper_gradient_bound(BX) == pytest.approx(2 * BX, rel=1e-15)
     assert get_loss("absolute").paper_gradient_bound(BX) == pytest.approx(3 * BX, rel=1e-15)
     assert math.isinf(get_loss("logistic").paper_gradient_bound(BX))
@@ -425,7 +430,8 @@ def test_unbounded_domain_lipschitz(loss):
 
 @pytest.mark.parametrize("loss", [s for s in LOSSES if s.holder(1.0).alpha > 0], ids=repr)
 def test_self_bounding_lemma_19(loss):
-    # Lemma 19 (notes/002.md §1.2): ||∇ℓ|| <= c_{α,1} ℓ^{α/(1+α)} for nonnegative convex
+    # Lemma 19 (docs/theory/non-smooth-sgd.md#lemmas): ||∇ℓ|| <= c_{α,1} ℓ^{α/(1+α)} for nonnegative
+    # convex
     # α-Hölder losses, c_{α,1} = (1 + 1/α)^{α/(1+α)} L^{1/(1+α)}: a check that (α, L) are
     # consistent with the values, near the minimiser (small ℓ) as well as far away.
     h = loss.holder(BX, BY)

@@ -1,4 +1,5 @@
-"""Banded mechanisms (notes/blt_and_adaptive_clipping.md §4): streams, exact sensitivities and
+"""Banded mechanisms (docs/theory/blt-and-adaptive-clipping.md#banded): streams, exact sensitivities
+and
 losses against dense brute force, column normalisation, optimisation, band choice, the
 cyclic-Poisson event (cross-checked against jax_privacy) and the training-core hook."""
 

@@ -1,4 +1,5 @@
-"""BLT mechanism (notes/blt_and_adaptive_clipping.md §2-§3): inverse, stream, sensitivity, losses,
+"""BLT mechanism (docs/theory/blt-and-adaptive-clipping.md#blt-§3): inverse, stream, sensitivity,
+losses,
 optimisation golden values, validation and the training-plan hook."""
 
 import math

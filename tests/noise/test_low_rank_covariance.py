@@ -1,4 +1,6 @@
-"""The low-rank-plus-ridge Σ = (λ I + X̃^T X̃)/M of seed 003 (notes/003.md §2.4, §8.1, §8.3 item 3).
+"""The low-rank-plus-ridge Σ = (λ I + X̃^T X̃)/M of the DP-FTRL-Σ paper (Private Overparameterized
+Linear Regression, anonymous submission)
+(docs/theory/overparameterised-regression.md#covariance-designs, §8.1, §8.3 item 3).
 
 Every product, norm, trace and diagonal is compared with a dense numpy computation at small d
 (to 1e-10 relative: the operator's error is a few eps times cond(Σ) <= 1e3 here). The sampler is
@@ -152,7 +154,8 @@ def test_trace_formula_and_attributes():
 
 
 def test_from_public_data_uses_the_papers_ridge():
-    """λ = M/(Nη) (Cor. 4.5, notes/003.md §2.4): Σ = I/(Nη) + X̃^T X̃/M."""
+    """λ = M/(Nη) (Cor. 4.5, docs/theory/overparameterised-regression.md#covariance-designs): Σ =
+    I/(Nη) + X̃^T X̃/M."""
     pub = _public(8, 12, 30)
     n, eta = 10, 0.05
     op = LowRankPlusRidgeCovariance.from_public_data(pub, n_samples=n, step_size=eta)

@@ -1,4 +1,5 @@
-"""Correlated-noise mechanisms: golden values (notes/001.md §2.5, §3.4, §6.4), bad input."""
+"""Correlated-noise mechanisms: golden values (docs/theory/correlated-noise.md#catalogue, §3.4,
+§6.4), bad input."""
 
 import math
 import warnings

@@ -1,4 +1,4 @@
-"""tune_nu: the regression values of notes/001.md §2.5.2 and §6.4 item 10."""
+"""tune_nu: the regression values of docs/theory/correlated-noise.md#catalogue and §6.4 item 10."""
 
 import pytest
 
@@ -6,7 +6,8 @@ from privopt.noise import Participation, nu_dpftrl, tune_nu
 
 
 def test_tune_nu_multi_participation_geometry():
-    # CIFAR-10 geometry: n = 2000 steps, b = 100, k = 20 (notes/001.md §2.5.2).
+    # CIFAR-10 geometry: n = 2000 steps, b = 100, k = 20
+    # (docs/theory/correlated-noise.md#catalogue).
     choice = tune_nu(2000, min_sep=100, participations=20)
     pattern = Participation.multiple(100, 20)
     assert 2.5e-3 < choice.nu < 5e-3  # notes: nu* about 3.5e-3

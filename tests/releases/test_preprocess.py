@@ -121,7 +121,7 @@ def test_transform_clips_outliers_and_keeps_inputs():
     centred = np.linalg.norm(Z[:, :3], axis=1)
     # clip_factors guarantees factor * (computed norm) <= radius; recomputing the norm of the
     # scaled row can add a rounding error of a few ulps (measured <= 4.4e-16 relative), hence the
-    # 1e-12 slack of notes/000.md §8 item 1.
+    # 1e-12 slack of docs/theory/linear-regression-adaptive-clipping.md#guarantees item 1.
     assert np.all(centred <= b.x_radius * (1 + 1e-12))
     assert np.any(centred == pytest.approx(b.x_radius))  # some rows were clipped
     assert np.all(np.abs(t) <= b.y_radius) and np.any(np.abs(t) == b.y_radius)
@@ -260,7 +260,8 @@ def test_private_bounds_reads_only_its_rows():
 def test_private_bounds_too_few_rows(mu):
     # Each of the 6 chunks needs at least MIN_CHUNK_ROWS = 200 rows and several DP-STAT margins
     # Gamma = (1/mu) sqrt(50) sqrt(2 ln(50 / 1e-3)) = 32.9 / mu: with fewer than 4 Gamma per chunk
-    # the stopping count s - Gamma is below the median's reach (notes/000.md §8 warns when
+    # the stopping count s - Gamma is below the median's reach
+    # (docs/theory/linear-regression-adaptive-clipping.md#guarantees warns when
     # Gamma >= s / 2). The exact multiple is the module's choice (preprocessing_rows_needed).
     gamma = (1.0 / mu) * math.sqrt(50) * math.sqrt(2 * math.log(50 / 1e-3))
     needed = preprocessing_rows_needed(mu)

@@ -1,4 +1,5 @@
-"""Theorem 3.1's convex-program bound and Optimized DP-FTRL (seed 001 §3, App. E; notes §4.6).
+"""Theorem 3.1's convex-program bound and Optimized DP-FTRL (Choquette-Choo et al. (2024) §3, App.
+E; docs/theory/correlated-noise.md#convex-program-bound).
 
 Reference values come from closed forms, not from the solver:
 
@@ -57,7 +58,8 @@ def test_quadratic_case_is_exact(eta, curvature, mechanism):
 
 
 def test_mean_estimation_reference_numbers():
-    # notes §4.2: eta = 0.05, rho = 0.5, G = 1: DP-SGD 0.025641, beta* 0.0067968 (lim E delta^2).
+    # docs/theory/correlated-noise.md#mean-estimation: eta = 0.05, rho = 0.5, G = 1: DP-SGD
+    # 0.025641, beta* 0.0067968 (lim E delta^2).
     sgd = convex_program_bound(independent(), eta=0.05, L=1, mu=1, rho=0.5)
     star = convex_program_bound(nu_dpftrl(0.05), eta=0.05, L=1, mu=1, rho=0.5)
     assert sgd.distance == pytest.approx(0.025641, abs=1e-6)

@@ -1,4 +1,5 @@
-"""Exact stationary F_inf for linear regression (notes/001.md §4.4 values)."""
+"""Exact stationary F_inf for linear regression
+(docs/theory/correlated-noise.md#exact-stationary-error values)."""
 
 import numpy as np
 import pytest

@@ -1,4 +1,5 @@
-"""F_inf for mean estimation (seed 001, Section 2.1): closed forms, golden values, simulation."""
+"""F_inf for mean estimation (Choquette-Choo et al. 2024, Section 2.1): closed forms, golden values,
+simulation."""
 
 import math
 
@@ -17,7 +18,7 @@ from privopt.theory import (
 
 
 def test_golden_values_notes_001():
-    # notes/001.md §4.2: eta = 0.05, rho = 0.5, G = 1
+    # docs/theory/correlated-noise.md#mean-estimation: eta = 0.05, rho = 0.5, G = 1
     assert mean_estimation_f_inf_dpsgd(0.05, 0.5) == pytest.approx(0.025641, abs=5e-7)
     assert mean_estimation_f_inf_optimal(0.05, 0.5) == pytest.approx(0.0067968, abs=5e-8)
 

@@ -1,6 +1,8 @@
-"""Bounds of seed 001 §2.2 (Theorems C.14, C.18) and the lower-bound-attaining correlation.
+"""Bounds of Choquette-Choo et al. (2024) §2.2 (Theorems C.14, C.18) and the lower-bound-attaining
+correlation.
 
-Golden values from notes/001.md §6.4 item 9 (d = 32, lambda_k = 1/k, eta = 0.05, rho = G = 1).
+Golden values from docs/theory/correlated-noise.md#components item 9 (d = 32, lambda_k = 1/k, eta =
+0.05, rho = G = 1).
 """
 
 import numpy as np

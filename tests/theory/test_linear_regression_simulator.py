@@ -1,4 +1,5 @@
-"""The library's Monte-Carlo simulator of Noisy-FTRL agrees with the exact F_inf (notes §4.4)."""
+"""The library's Monte-Carlo simulator of Noisy-FTRL agrees with the exact F_inf
+(docs/theory/correlated-noise.md#exact-stationary-error)."""
 
 import numpy as np
 import pytest

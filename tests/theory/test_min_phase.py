@@ -1,4 +1,5 @@
-"""Minimum-phase factorisation (notes/001.md §2.5.7): recovers beta* and yields a causal inverse."""
+"""Minimum-phase factorisation (docs/theory/correlated-noise.md#lower-bound-correlations): recovers
+beta* and yields a causal inverse."""
 
 import numpy as np
 import pytest

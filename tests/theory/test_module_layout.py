@@ -1,4 +1,5 @@
-"""The split of srgd / convex_bound and the move of seed 002's theorems keep every old import.
+"""The split of srgd / convex_bound and the move of Wang et al.'s (2022) theorems keep every old
+import.
 
 ``privopt.algorithms.holder_stability`` / ``holder_advisor`` are shims over
 ``privopt.theory``; ``privopt.algorithms`` still re-exports their names (deprecated);

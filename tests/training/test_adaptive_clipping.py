@@ -35,7 +35,8 @@ MECHANISMS = {
 
 
 def test_andrew_et_al_constants():
-    # notes §6 item 9: z_Delta(z = 1, sigma_b = 5) = 1.005038; jointly the multiplier is z
+    # docs/theory/blt-and-adaptive-clipping.md item 9: z_Delta(z = 1, sigma_b = 5) = 1.005038;
+    # jointly the multiplier is z
     z_delta = adjusted_gradient_multiplier(1.0, 5.0)
     assert z_delta == pytest.approx(1.005038, abs=5e-7)
     assert (z_delta**-2 + (2 * 5.0) ** -2) ** -0.5 == pytest.approx(1.0, rel=1e-14)

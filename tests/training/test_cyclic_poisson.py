@@ -26,7 +26,8 @@ DELTA = 1e-6
 
 
 def test_one_group_and_independent_noise_is_dpsgd():
-    # notes §6 item 8: one band (B = I) and one group is DP-SGD with the same q and T
+    # docs/theory/blt-and-adaptive-clipping.md item 8: one band (B = I) and one group is DP-SGD with
+    # the same q and T
     cyclic = TrainingPlan(1000, CyclicPoissonSampling(1, 0.05, 80), 1.0, noise_multiplier=1.3)
     poisson = TrainingPlan(1000, PoissonSampling(0.05, 80), 1.0, noise_multiplier=1.3)
     assert cyclic.event().parameters() == poisson.event().parameters()

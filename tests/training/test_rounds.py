@@ -1,4 +1,4 @@
-"""Seed 000's rounds and the clip sources on the training core (issue 13, item 2).
+"""Varshney et al.'s (2022) rounds and the clip sources on the training core (issue 13, item 2).
 
 * contract: DP-AMBSSGD and DP-FTRL-Σ run through ``execute`` and the ledger holds exactly the
   plan's ``recorded_events()`` (event and partition), with epsilon unchanged from the events

@@ -1,4 +1,5 @@
-"""Accelerated-DP-SRGD (seed 004) on the training core: the contract and its pieces.
+"""Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025) on the training core: the contract
+and its pieces.
 
 The recorded event is the plan's ``event()`` (rebuilt by SRGD's analysis from the plan's fields),
 the noise the loop adds has the plan's std (statistical), the tree's per-step increments sum to

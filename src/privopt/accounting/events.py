@@ -204,7 +204,8 @@ class SampledGaussianEvent(PrivacyEvent):
     """``count`` steps, each on ``sample_size`` records drawn uniformly without replacement.
 
     Draws are independent across steps (so one record may be used many times: sampling with
-    replacement across steps, as in seed 002's SGD with batch size 1). Each step releases a
+    replacement across steps, as in Wang et al.'s (2022) SGD with batch size 1). Each step releases
+    a
     query of the sample with replace-one l2 sensitivity Delta plus N(0, (noise_multiplier *
     Delta)^2 I). Accounted by ``dp_accounting``'s RDP of the sampled-without-replacement
     Gaussian (Wang, Balle & Kasiviswanathan 2019), which is defined for replace-one neighbours.
@@ -261,7 +262,8 @@ class RenyiGuaranteeEvent(PrivacyEvent):
 class SamplingFailureEvent(PrivacyEvent):
     """A data-independent event of probability at most ``probability`` voiding a sensitivity bound.
 
-    E.g. seed 002's output perturbation: the stability bound holds unless the (data-independent)
+    E.g. Wang et al.'s (2022) output perturbation: the stability bound holds unless the
+    (data-independent)
     index sequence visits some record more often than a Chernoff bound allows. A mechanism that
     is (epsilon, delta')-DP on the complement is (epsilon, delta' + probability)-DP, so the
     ledger subtracts ``probability`` from delta before composing the other events.
@@ -282,7 +284,8 @@ class SamplingFailureEvent(PrivacyEvent):
 class ApproxDPEvent(PrivacyEvent):
     """``count`` adaptive releases, each (epsilon, delta)-DP by its own lemma (no finer form).
 
-    E.g. the Karwa–Vadhan stability histogram of RESIDUALEST (seed 003). The composition of the
+    E.g. the Karwa–Vadhan stability histogram of RESIDUALEST (Private Overparameterized Linear
+    Regression, anonymous submission). The composition of the
     ``count`` releases is computed exactly as the privacy loss distribution of the generic
     (epsilon, delta)-DP mechanism self-composed ``count`` times (``dp_accounting``; the optimal
     composition of Kairouz, Oh & Viswanath 2015, never worse than the advanced composition), at

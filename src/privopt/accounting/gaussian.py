@@ -7,8 +7,9 @@ Adding N(0, sigma^2 I) to a query of l2 sensitivity Delta is (epsilon, delta)-DP
 which is the mu-GDP profile with mu = Delta / sigma (see :mod:`privopt.accounting.gdp`). This
 module answers the three questions a user asks of a single Gaussian release (its delta, its
 epsilon, the noise a target needs) and keeps the classical Dwork–Roth calibration only as a
-reference: it is proven for eps < 1 only and under-noises at large eps (notes/002.md §10 and
-notes/004.md §3.4).
+reference: it is proven for eps < 1 only and under-noises at large eps
+(docs/theory/non-smooth-sgd.md#pitfalls and
+docs/theory/single-epoch-srgd.md#tree).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ N(0, 1) from N(mu, 1). Its exact privacy profile is (Dong et al. 2019, Cor. 2.13
 A Gaussian mechanism with l2 sensitivity Delta and noise std sigma is exactly (Delta/sigma)-GDP,
 and adaptive composition of mu_i-GDP mechanisms is sqrt(sum mu_i^2)-GDP, also exactly. This is
 why privopt uses GDP, not the classical ``sqrt(2 ln(1.25/delta))`` formula, which is only proven
-for eps < 1 and is violated at large eps (notes/004.md §3.4: at eps = 10, delta = 1e-5 the classical
+for eps < 1 and is violated at large eps (docs/theory/single-epoch-srgd.md#tree: at eps = 10, delta
+= 1e-5 the classical
 mu has a true delta of 2.27e-5).
 
 Numerics

@@ -1,10 +1,12 @@
 """Privacy amplification by shuffling (Feldman, McMillan & Talwar 2021, "Hiding among the clones").
 
-One-pass shuffled algorithms (DP-SSGD of seed 000) apply an adaptively chosen local randomizer to
+One-pass shuffled algorithms (DP-SSGD of Varshney et al. (2022)) apply an adaptively chosen local
+randomizer to
 each record once, in a uniformly random, secret order. FMT21 bound the central privacy of the
 shuffled transcript.
 
-* **Pure local randomizers** (their Theorem 3.1, closed form with explicit constants; notes/000.md
+* **Pure local randomizers** (their Theorem 3.1, closed form with explicit constants;
+docs/theory/linear-regression-adaptive-clipping.md
   §4.2). For eps0-DP local randomizers, n records and delta with
   ``eps0 <= log(n / (16 log(4/delta)))``::
 

@@ -8,7 +8,8 @@ most rho * alpha. Facts used throughout privopt:
 * Composition is additive: rho = sum_i rho_i (also under adaptivity).
 * Conversion to (epsilon, delta)-DP, two ways:
 
-  - ``"tight"`` (Canonne, Kamath & Steinke 2020, Prop. 12; the conversion of notes/001.md §3.3)::
+  - ``"tight"`` (Canonne, Kamath & Steinke 2020, Prop. 12; the conversion of
+  docs/theory/correlated-noise.md#zcdp-conversion)::
 
         eps(rho, delta) = inf_{alpha > 1}  rho alpha + log(1/(alpha delta))/(alpha - 1)
                                            + log(1 - 1/alpha)

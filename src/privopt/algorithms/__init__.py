@@ -4,7 +4,7 @@ release in a ledger, and produces a per-step trace. The one-shot private statist
 quantile bounds and preprocessing, AdaSSP, noisy Newton, a classifier's label set) live in
 :mod:`privopt.releases`.
 
-Theorem helpers (seed 002's stability bounds and step-size advisor) live in
+Theorem helpers (Wang et al.'s (2022) stability bounds and step-size advisor) live in
 :mod:`privopt.theory`; the names below marked as deprecated re-exports stay importable from
 here for compatibility only.
 """

@@ -1,4 +1,4 @@
-"""DP-AMBSSGD (seed 000, Algorithm 2): adaptive-clipping mini-batch shuffled SGD.
+"""DP-AMBSSGD (Varshney et al. 2022, Algorithm 2): adaptive-clipping mini-batch shuffled SGD.
 
 One pass over a secret uniform permutation, in T disjoint rounds of s + b records::
 
@@ -17,7 +17,9 @@ independent stream (unit clip, std 2 alpha_g) scaled by zeta_t is the noise; ``S
 the ``"tail"`` average are post-processing. The plan's ``recorded_events()`` are the ledger's
 entries: per round partition ("round", t), the DP-STAT event and ``GaussianEvent(2, 2 alpha_g)``.
 
-Privacy (replace-one neighbours, notes/000.md §4.4). Within a round, DP-STAT is 1/alpha_s-GDP
+Privacy (replace-one neighbours,
+docs/theory/linear-regression-adaptive-clipping.md#ambssgd-privacy). Within a round, DP-STAT is
+1/alpha_s-GDP
 (K counts of sensitivity 1 and std alpha_s sqrt(K)) and the gradient step is 1/alpha_g-GDP
 (sensitivity 2 eta zeta_t / b, std 2 eta zeta_t alpha_g / b) whatever zeta_t is, since zeta_t is a
 function of earlier private outputs only. Every record is in exactly one round, so rounds compose
@@ -169,7 +171,8 @@ def theory_config(
     stat_queries: int = 20,
     calibration: str = "paper",
 ) -> AMBSSGDConfig:
-    """Theorem 10's parameters from public inputs (notes/000.md §3.3).
+    """Theorem 10's parameters from public inputs
+    (docs/theory/linear-regression-adaptive-clipping.md#dp-ambssgd).
 
     T = ceil(c1 kappa ln N) (rounded up to even), s + b = floor(N / T) with s = (b + s) / 11,
     eta = b / (R_x^2 + (b - 1) ||H||), B = K2 R_x (||w*||_H + sigma) log^{2a} N with
@@ -231,7 +234,8 @@ def practical_config(
     * T = ceil(c1 min(kappa, max_kappa) ln N), even, with c1 = 0.5 (fewer, larger batches);
     * 10% of the GDP budget mu^2 to DP-STAT, 90% to the gradient (``stat_budget``);
     * s = max(N / (T * 21), 4 Gamma): DP-STAT's margin Gamma must stay well below s or its
-      count test is uninformative (notes/000.md §8); b = N / T - s;
+      count test is uninformative (docs/theory/linear-regression-adaptive-clipping.md#guarantees); b
+      = N / T - s;
     * eta = b / (R_x^2 + (b - 1) ||H||) (Theorem 10), zeta_t = row_bound * gamma_t;
     * DP-STAT's search domain B = 4 * target_bound (residuals at w = 0 are bounded by
       target_bound).

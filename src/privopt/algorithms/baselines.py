@@ -1,6 +1,7 @@
 """Baselines for private linear regression: the non-private references and standard DP-SGD.
 
-The comparison suite of notes/000.md §7 without its one-shot release: the non-private oracles
+The comparison suite of docs/theory/linear-regression-adaptive-clipping.md#baselines without its
+one-shot release: the non-private oracles
 (OLS, logistic ERM) and multi-pass DP-SGD with Poisson sampling (Abadi et al. 2016). AdaSSP
 (Wang 2018), a one-shot private statistic, lives in :mod:`privopt.releases.adassp`. DP-SGD works
 on **transformed** data (see :class:`~privopt.releases.preprocess.LinearBounds`): rows ``z_i``

@@ -1,4 +1,5 @@
-"""DP-FTRL with any correlated-noise mechanism (seed 001, Algorithm 1), batched and multi-epoch.
+"""DP-FTRL with any correlated-noise mechanism (Choquette-Choo et al. 2024, Algorithm 1), batched
+and multi-epoch.
 
 ::
 
@@ -13,8 +14,10 @@ amplification, nu-DP-FTRL, optimal CC, anti-PGD, the tree, restarts and dense B 
 regulariser is data-independent (not clipped, no noise); learning-rate schedules and momentum
 are post-processing.
 
-Privacy (zero-out neighbours, Kairouz et al. 2021; notes/001.md §3). The whole trajectory is a
-post-processing of the single Gaussian mechanism ``C G + W`` (notes/001.md §2.2): a record
+Privacy (zero-out neighbours, Kairouz et al. 2021; docs/theory/correlated-noise.md#privacy). The
+whole trajectory is a
+post-processing of the single Gaussian mechanism ``C G + W``
+(docs/theory/correlated-noise.md#matrix-mechanism): a record
 appears in one batch per epoch, at steps exactly S apart, so its contribution is k = epochs
 participations with min-separation S, each of norm <= G. The l2 sensitivity is
 ``G * mechanism.sensitivity(T, Participation.multiple(S, k))`` (single participation when k = 1),
@@ -237,7 +240,8 @@ def noisy_ftrl(
     w0: np.ndarray | None = None,
     noise_seed: int | None = None,
 ) -> np.ndarray:
-    """Noisy-FTRL (seed 001's analysis object): DP-FTRL without clipping. **Not private.**
+    """Noisy-FTRL (Choquette-Choo et al.'s (2024) analysis object): DP-FTRL without clipping. **Not
+    private.**
 
     The noise ``noise_std (B w)_t`` is added to the batch's gradient sum as in :func:`dp_ftrl`,
     but gradients are not clipped, so no privacy guarantee holds; used to study F_inf.

@@ -1,6 +1,8 @@
-"""DP-FTRL-Σ (seed 003, Algorithm 1): one pass of DP-FTRL with noise covariance Σ.
+"""DP-FTRL-Σ (Private Overparameterized Linear Regression, anonymous submission, Algorithm 1): one
+pass of DP-FTRL with noise covariance Σ.
 
-For t = 0..N-1 (one training example per step, w_0 = 0), with notes/003.md §2.1's semantics:
+For t = 0..N-1 (one training example per step, w_0 = 0), with
+docs/theory/overparameterised-regression.md#dp-ftrl-sigma's semantics:
 
     l_t   = RESIDUALEST(estimating rows, w_t)         (public, private, or a fixed threshold)
     psi_t = C l_t,  psi_max = max_{s<=t} psi_s
@@ -16,11 +18,13 @@ reaches only the excluded w_N, would never influence the output); the clip sourc
 :class:`~privopt.training.ResidualThreshold` gives psi_t; :class:`~privopt.training.
 SigmaNormLinearModel` clips in the non-squared Mahalanobis norm sqrt(v^T Σ^{-1} v) through
 :mod:`privopt.clipping` (||x (x^T w - y)||_{Σ^-1} = |x^T w - y| ||x||_{Σ^-1}: no d x d matrix,
-notes/003.md §1 [FIX], §3.4 item 1); the tree's noise (:class:`privopt.noise.TreeAggregation`,
+docs/theory/overparameterised-regression.md#notation [FIX], §3.4 item 1); the tree's noise
+(:class:`privopt.noise.TreeAggregation`,
 popcount(t + 1) nodes per prefix, a node drawn once at completion at tau psi_max, in Σ) enters
 as per-step increments, so ``SGD(eta)`` on them is line 9 and the ``"inputs"`` average is line 10.
 
-Privacy (Theorem 4.1 with notes/003.md §3.3's [FIX]). A training example is a leaf of the tree and
+Privacy (Theorem 4.1 with docs/theory/overparameterised-regression.md#tree-sensitivity-fix's [FIX]).
+A training example is a leaf of the tree and
 belongs to at most k = floor(log2 N) + 1 complete nodes (:meth:`TreeAggregation.levels`; the
 note's ceil(log2 N) + 1 also counts a level whose node never completes when N is not a power of
 two); each is a Gaussian mechanism with
@@ -139,7 +143,8 @@ def calibrate_ftrl_sigma_tau(
     multiplier of ``ftrl_sigma_plan(steps, None, None, neighbouring).calibrate(epsilon, delta)``.
 
     ``"paper"``: Theorem 4.1's tau^2 = 4 k (log(1/delta) + epsilon) / epsilon^2 (not private at
-    the target under replace-one; notes/003.md §3.3), a formula, not a calibration.
+    the target under replace-one; docs/theory/overparameterised-regression.md#tree-sensitivity-fix),
+    a formula, not a calibration.
     """
     check_positive("epsilon", epsilon)
     check_probability("delta", delta)
@@ -304,7 +309,8 @@ def dp_ftrl_sigma(
     estimating_rows: int | None = None,
     diagnostics: bool = False,
 ) -> FitResult:
-    """Private over-parameterised linear regression by DP-FTRL-Σ (seed 003, Algorithm 1).
+    """Private over-parameterised linear regression by DP-FTRL-Σ (Private Overparameterized Linear
+    Regression, anonymous submission, Algorithm 1).
 
     Privacy: every use of the private rows ``X, y`` is charged. By default (``residual="auto"``
     without ``estimating_data``) the clipping thresholds come from RESIDUALEST option 2 (the

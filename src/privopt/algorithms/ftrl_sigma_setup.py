@@ -1,4 +1,5 @@
-"""DP-FTRL-Σ's inputs (seed 003): checks, the secret split, the clip constant C, and the
+"""DP-FTRL-Σ's inputs (Private Overparameterized Linear Regression, anonymous submission): checks,
+the secret split, the clip constant C, and the
 residual levels l_t of RESIDUALEST (Algorithm 2) that :mod:`privopt.algorithms.ftrl_sigma`
 turns into thresholds psi_t = C l_t. Public sizes are checked before any private row is read.
 """

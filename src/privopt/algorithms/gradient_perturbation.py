@@ -1,4 +1,4 @@
-"""DP-SGD-Gradient (seed 002, Algorithm 2): noisy projected SGD on a ball, averaged iterate.
+"""DP-SGD-Gradient (Wang et al. 2022, Algorithm 2): noisy projected SGD on a ball, averaged iterate.
 
     G = sup ||grad l(w; z)|| over ||w|| <= R and the data domain (per-step sensitivity 2G)
     w_{t+1} = Proj_{B(0,R)}(w_t - eta (grad l(w_t; z_{i_t}) + b_t)),  b_t ~ N(0, sigma^2 I_d)
@@ -13,15 +13,17 @@ step, replace-one neighbours) are offered:
   sigma^2 = 14 G^2 T lambda / (beta n^2 epsilon), valid only where conditions (32)
   sigma^2 / (4 G^2) >= 0.67 and (33)
   lambda - 1 <= sigma^2 / (6 G^2) log(n / (lambda (1 + sigma^2 / (4 G^2)))) hold. The
-  admissible beta are found on a grid (they are often tiny, ~1e-4, notes/002.md §4.4) and the one
+  admissible beta are found on a grid (they are often tiny, ~1e-4,
+  docs/theory/non-smooth-sgd.md#beta-in-practice) and the one
   closest to 1/2 is used (Remark 4). Lemma 13's sufficient condition is not relied on: it is false
-  for 18 <= n <= 43 (notes §4.4).
+  for 18 <= n <= 43 (docs/theory/non-smooth-sgd.md#beta-in-practice).
 * ``"rdp"``: dp_accounting's RDP of the sampled-without-replacement Gaussian (one record of n),
   composed over T steps, with sigma calibrated to the target by a verified root search.
 
 ``"auto"`` (the default) uses the valid analysis with the smaller sigma, and says which in the
 report. The domain must be bounded: on R^d the per-step sensitivity 2 (M + L ||w_t||^alpha) is
-unbounded because the noise makes ||w_t|| random (seed 002 Remark 5, notes §4.5).
+unbounded because the noise makes ||w_t|| random (Wang et al. (2022) Remark 5,
+docs/theory/non-smooth-sgd.md#unbounded-domains).
 """
 
 from __future__ import annotations
@@ -74,7 +76,8 @@ _BETA_GRID = np.unique(
 
 @dataclass(frozen=True)
 class Theorem11Noise:
-    """An admissible beta of Theorem 11 and what it implies (notes/002.md §4.1, §9.1 item 9)."""
+    """An admissible beta of Theorem 11 and what it implies
+    (docs/theory/non-smooth-sgd.md#gradient-privacy, §9.1 item 9)."""
 
     beta: float
     order: float  # lambda
@@ -210,7 +213,7 @@ def dp_sgd_gradient(
     partition: Hashable | None = None,
     diagnostics: bool = False,
 ) -> FitResult:
-    """Private linear model by noisy projected SGD (seed 002, Algorithm 2).
+    """Private linear model by noisy projected SGD (Wang et al. 2022, Algorithm 2).
 
     Args:
         X, y, loss, x_bound, y_bound: as in :func:`privopt.algorithms.dp_sgd_output`.
@@ -221,7 +224,8 @@ def dp_sgd_gradient(
         steps: T.
         rng: randomness of the index sequence and the gradient noise.
         accounting: ``"auto"`` (smaller valid sigma), ``"paper"`` (Theorem 11) or ``"rdp"``.
-        gradient_bound: ``"tight"`` (sup of the gradient norm over the ball, notes §5) or
+        gradient_bound: ``"tight"`` (sup of the gradient norm over the ball,
+        docs/theory/non-smooth-sgd.md#losses) or
             ``"paper"`` (M + L R^alpha); both are valid, the tight one is never larger.
         ledger, partition: record into this replace-one ledger under this partition label.
         diagnostics: also return the non-private per-step clip flags (warns; recorded in the
@@ -231,7 +235,8 @@ def dp_sgd_gradient(
         raise ValueError(
             "Gradient perturbation needs a bounded domain (radius R): on R^d the per-step "
             "sensitivity 2 (M + L ||w_t||^alpha) cannot be bounded because the noise makes "
-            "||w_t|| random (seed 002 Remark 5, an open problem; notes/002.md §4.5). Use "
+            "||w_t|| random (Wang et al. (2022) Remark 5, an open problem; "
+            "docs/theory/non-smooth-sgd.md#unbounded-domains). Use "
             "output perturbation for an unbounded domain."
         )
     if accounting not in ACCOUNTING:
@@ -255,7 +260,8 @@ def dp_sgd_gradient(
         raise ValueError(
             f"No beta in (0, 1) satisfies Theorem 11's conditions (32)-(33) at n={n}, T={steps}, "
             f"epsilon={epsilon:g}, delta={delta:g}; the paper's analysis certifies nothing here "
-            "(Lemma 13 is false for 18 <= n <= 43, notes/002.md §4.4). Use accounting='rdp' or "
+            "(Lemma 13 is false for 18 <= n <= 43, "
+            "docs/theory/non-smooth-sgd.md#beta-in-practice). Use accounting='rdp' or "
             "'auto', a larger epsilon, or fewer steps."
         )
     use_paper = accounting == "paper" or (

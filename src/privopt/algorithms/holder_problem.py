@@ -1,4 +1,5 @@
-"""The validated setting shared by seed 002's algorithms: loss, public bounds, data, budget.
+"""The validated setting shared by Wang et al.'s (2022) algorithms: loss, public bounds, data,
+budget.
 
 Both DP-SGD-Output and DP-SGD-Gradient need the same things before they run: the loss resolved
 from its name, the data checked against the public bounds (||x|| <= x_bound, |y| <= y_bound) that
@@ -21,7 +22,8 @@ __all__ = ["HolderProblem"]
 
 @dataclass(frozen=True)
 class HolderProblem:
-    """Data and constants of a private alpha-Hölder learning problem (notes/002.md §1, §9.1)."""
+    """Data and constants of a private alpha-Hölder learning problem
+    (docs/theory/non-smooth-sgd.md#setting, §9.1)."""
 
     X: np.ndarray
     y: np.ndarray
@@ -62,14 +64,15 @@ class HolderProblem:
     def ledger(self, ledger: PrivacyLedger | None = None) -> PrivacyLedger:
         """The fit's replace-one ledger (``ledger`` or a new one) with this problem's assumptions.
 
-        The sensitivities of seed 002's analysis are replace-one sensitivities, so an external
+        The sensitivities of Wang et al.'s (2022) analysis are replace-one sensitivities, so an
+        external
         ledger must use that relation.
         """
         if ledger is None:
             ledger = PrivacyLedger("replace-one")
         elif ledger.neighbouring.value != "replace-one":
             raise ValueError(
-                "Seed 002's algorithms are analysed under replace-one neighbours; got a "
+                "Wang et al.'s (2022) algorithms are analysed under replace-one neighbours; got a "
                 f"{ledger.neighbouring.value!r} ledger."
             )
         c = self.constants

@@ -1,4 +1,4 @@
-"""DP-SGD-Output (seed 002, Algorithm 1): projected SGD, then Gaussian noise on the average.
+"""DP-SGD-Output (Wang et al. 2022, Algorithm 1): projected SGD, then Gaussian noise on the average.
 
     w_bar = projected SGD average (batch 1, uniform sampling, constant eta, T steps, w_1 = 0)
     Delta = Theorem 7 stability bound at failure probability delta / 2
@@ -9,7 +9,8 @@ Privacy (Theorem 8, replace-one neighbours, n public): the event that the data-i
 index sequence breaks Theorem 7's bound has probability <= delta / 2; off it, S -> w_bar has l2
 sensitivity <= Delta, so the Gaussian release is (epsilon, delta / 2)-DP; in total
 (epsilon, delta)-DP. The paper calibrates sigma with the classical sqrt(2 log(1.25 / delta'))
-formula, which is not valid for large epsilon (notes/002.md §9.3, pitfall 6); privopt uses the
+formula, which is not valid for large epsilon (docs/theory/non-smooth-sgd.md#numerics, pitfall 6);
+privopt uses the
 exact Gaussian mechanism (Balle & Wang 2018) and reports the classical value for comparison.
 Theorem 7 needs 0 < eta < min{1, 1/L}; outside it there is no certificate and a ValueError is
 raised. The gradient-norm bound inside Theorem 7 is the smaller of the paper's (M + L R^alpha, or
@@ -60,7 +61,7 @@ def dp_sgd_output(
     partition: Hashable | None = None,
     diagnostics: bool = False,
 ) -> FitResult:
-    """Private linear model by output perturbation of averaged SGD (seed 002, Algorithm 1).
+    """Private linear model by output perturbation of averaged SGD (Wang et al. 2022, Algorithm 1).
 
     Args:
         X, y: private data; rows must satisfy ||x|| <= x_bound (and |y| <= y_bound for
@@ -94,7 +95,8 @@ def dp_sgd_output(
         n=problem.n,
         failure_probability=delta / 2.0,
         # Any valid sup of the gradient norm may replace the paper's M + L R^alpha (Remark 1);
-        # the loss's tight bound (notes/002.md §5) is never larger and often far smaller.
+        # the loss's tight bound (docs/theory/non-smooth-sgd.md#losses) is never larger and often
+        # far smaller.
         tight=True,
     )
     # Calibrated a relative 1e-9 below the target so that the report's numerically inverted

@@ -1,4 +1,4 @@
-"""Projected SGD with uniform sampling and an averaged iterate (seed 002, Definition 1).
+"""Projected SGD with uniform sampling and an averaged iterate (Wang et al. 2022, Definition 1).
 
     w_1 = 0
     for t = 1..T:  i_t ~ Unif{1..n} (independently, with replacement), batch size 1
@@ -6,7 +6,8 @@
     output  w_bar = (1/T) sum_{t=1}^T w_t     (includes w_1 = 0, excludes w_{T+1})
 
 with Proj_W the projection onto the ball of radius R (the identity on R^d) and b_t = 0 for
-DP-SGD-Output or b_t ~ N(0, sigma^2 I_d) for DP-SGD-Gradient (seed 002 Algorithms 1 and 2). Every
+DP-SGD-Output or b_t ~ N(0, sigma^2 I_d) for DP-SGD-Gradient (Wang et al. (2022) Algorithms 1 and
+2). Every
 bound of the paper (the Chernoff visit count of Theorem 7, the sampling rate 1/n of Theorem 11)
 assumes exactly this sampling, so no shuffling, epochs or batches are offered here.
 

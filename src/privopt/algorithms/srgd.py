@@ -1,8 +1,10 @@
-r"""Accelerated-DP-SRGD (seed 004, Algorithm 1): single-epoch, large-batch private optimisation.
+r"""Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025, Algorithm 1): single-epoch,
+large-batch private optimisation.
 
 Nesterov-accelerated (linear-coupling) projected gradient descent whose gradient estimate is a
 *stochastic recursive gradient* (SRG), privatised by the binary tree mechanism on its prefix sums
-(Choquette-Choo, Ganesh & Thakurta; notes/004.md §2). With ``C = B(0, R)``, ``eta_t = t + 1``,
+(Choquette-Choo, Ganesh & Thakurta; docs/theory/single-epoch-srgd.md#algorithm). With ``C = B(0,
+R)``, ``eta_t = t + 1``,
 ``tau_{t+1} = 2 / (t + 3)`` and T disjoint batches ``B_t`` of B records each::
 
     x_0 = z_0 = 0,  S_{-1} = 0
@@ -161,7 +163,8 @@ def accelerated_dp_srgd(
     callback: Callable[[SRGDStep], None] | None = None,
     diagnostics: bool = False,
 ) -> FitResult:
-    r"""Accelerated-DP-SRGD (seed 004, Algorithm 1): one pass, T batch steps, output ``y_T``.
+    r"""Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025, Algorithm 1): one pass, T batch
+    steps, output ``y_T``.
 
     Args:
         X, y: the private data, (n, k) and (n,).
@@ -178,7 +181,7 @@ def accelerated_dp_srgd(
         lipschitz, smoothness: L and M (override the loss's constants; public).
         dim: number of parameters p of a generic ``grad_fn``.
         z_step_scale: multiplies the z step (1 = Algorithm 1 as printed; the proof uses 1/2,
-            notes/004.md §4). Post-processing: privacy is unchanged.
+            docs/theory/single-epoch-srgd.md#utility). Post-processing: privacy is unchanged.
         ledger, partition: record into this zero-out (or replace-one) ledger under this label.
         noise: **testing only**. ``False`` adds no noise: the run is NOT private, its report
             says epsilon = inf, and a ledger is refused.

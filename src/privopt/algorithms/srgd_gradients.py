@@ -1,4 +1,5 @@
-r"""Per-example gradients of Accelerated-DP-SRGD (seed 004): the oracle and one step's increment.
+r"""Per-example gradients of Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025): the
+oracle and one step's increment.
 
 The gradient oracle is a privopt :class:`~privopt.losses.LinearLoss` (its constants L and M on
 the ball are the defaults) or a generic ``grad_fn(w, X, y) -> (b, p)``. Step t's clipped

@@ -1,4 +1,5 @@
-r"""Parameters of Accelerated-DP-SRGD (seed 004) from public inputs, and the exact noise.
+r"""Parameters of Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025) from public inputs,
+and the exact noise.
 
 :func:`srgd_parameters` validates the public inputs, takes B, T, beta and the clipping
 thresholds from the caller or from the theorems' presets (:mod:`privopt.algorithms.srgd_presets`:

@@ -1,4 +1,5 @@
-r"""The theorems' presets for Accelerated-DP-SRGD (seed 004): B, T, beta and clip_difference.
+r"""The theorems' presets for Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025): B, T,
+beta and clip_difference.
 
 Used by :func:`privopt.algorithms.srgd_parameters.srgd_parameters` for every parameter the caller
 leaves out (each appends what it chose, in words, to ``notes``):
@@ -14,7 +15,8 @@ leaves out (each appends what it chose, in words, to ``notes``):
 * ``setting="interior"`` (Eq. 19, the minimiser of the population risk inside the ball).
   Eq. (19)'s ``c_DP = 4 sqrt 2 log^{3/2}(n) sqrt(ln(2n/delta)) ln(2.5/delta)`` is ~4e4 at
   n = 1e6, giving ``T = c_DP n^{1/4} > n`` (B < 1) below n ~ 1e7 and fewer steps than the general
-  setting only beyond n ~ 1e25 (notes/004.md §3.5). ``constants="paper"`` computes it literally
+  setting only beyond n ~ 1e25 (docs/theory/single-epoch-srgd.md#constants). ``constants="paper"``
+  computes it literally
   (log base 2) and refuses when B < 1; the default ``"practical"`` drops the polylog factor:
   ``T = ceil(n^{1/4})``, ``B = floor(n / T)``, ``beta = max(M, L / R) max{1, sqrt(d)/(eps sqrt
   n)}`` (Eq. 19 with ``c_DP^2`` replaced by the smallest value keeping Theorem 3's
@@ -54,7 +56,8 @@ def preset_schedule(setting: str, n: int, c_DP: float | None, notes: list[str]) 
             raise ValueError(
                 f"Eq. (19) gives c_DP = {c_DP:.4g} and T = c_DP n^(1/4) = {t_paper} > n = {n}, "
                 "i.e. a batch size below 1: the paper's constants for the interior setting "
-                "need n of order 1e7 or more (notes/004.md §3.5). Use constants='practical' "
+                "need n of order 1e7 or more (docs/theory/single-epoch-srgd.md#constants). Use "
+                "constants='practical' "
                 "or give batch_size/steps."
             )
         notes.append(f"Eq. (19): c_DP = {c_DP:.6g} (log base 2), T = ceil(c_DP n^(1/4))")

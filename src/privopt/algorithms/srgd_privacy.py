@@ -1,4 +1,5 @@
-r"""Privacy of Accelerated-DP-SRGD (seed 004): tree sensitivity, exact noise, ledger records.
+r"""Privacy of Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta 2025): tree sensitivity, exact
+noise, ledger records.
 
 Zero-out neighbours, the paper's relation; replace-one doubles every sensitivity.
 
@@ -13,7 +14,8 @@ release whose sensitivity is c_t / B or 0). Every iterate is post-processing of 
 nodes. sigma is the smallest std with ``gdp_delta(s / sigma, epsilon) <= delta`` (exact mu-GDP;
 all of delta goes to the Gaussian, since nothing holds only with high probability). The paper
 converts with ``mu = eps / sqrt(2 ln(1.25/delta))`` (Lemma 8) or ``sqrt(2 ln(2.5/delta))`` (Cor.
-9/13), which is invalid for large epsilon (notes/004.md §3.4); those values are returned in
+9/13), which is invalid for large epsilon (docs/theory/single-epoch-srgd.md#tree); those values are
+returned in
 ``info`` for comparison only. Independent variant: each step is a Gaussian release of
 sensitivity ``clip_first / B`` on a disjoint batch, so the fit is ``(clip_first / (B sigma))``-GDP
 by parallel composition. The batch assignment (a uniform permutation) is data-independent and

@@ -1,4 +1,5 @@
-"""DP-SSGD (seed 000, Algorithm 1): one shuffled pass of single-example clipped noisy SGD.
+"""DP-SSGD (Varshney et al. 2022, Algorithm 1): one shuffled pass of single-example clipped noisy
+SGD.
 
 ::
 
@@ -7,7 +8,8 @@
         w_{t+1} = w_t - eta ( clip_zeta(z_t (<z_t, w_t> - t_t)) + 2 zeta alpha g_t ),  g_t ~ N(0, I)
     return the average of the last N - floor(N/2) iterates
 
-Privacy (replace-one, notes/000.md §4.2). Each step is a Gaussian local randomizer of its one
+Privacy (replace-one, docs/theory/linear-regression-adaptive-clipping.md#ssgd-privacy). Each step is
+a Gaussian local randomizer of its one
 record: sensitivity 2 eta zeta, noise std 2 eta zeta alpha, so it is (eps0, delta0)-DP with eps0
 the exact Gaussian epsilon at delta0. The shuffled transcript is amplified by Feldman, McMillan &
 Talwar (2021): :func:`privopt.accounting.shuffled_gaussian_guarantee`, whose closed form holds

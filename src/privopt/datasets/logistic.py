@@ -1,6 +1,7 @@
 """Well-specified logistic regression on the unit sphere, with its exact population risk.
 
-Seed 004's synthetic problem: x uniform on the unit sphere of R^d, ``P(y = +1 | x) =
+Choquette-Choo, Ganesh & Thakurta's (2025) synthetic problem: x uniform on the unit sphere of R^d,
+``P(y = +1 | x) =
 sigmoid(<w_star, x>)``. The population optimum is w_star, and the excess risk of any w is computed
 by a two-dimensional quadrature (exponentially convergent), so experiments measure it without
 Monte-Carlo error.

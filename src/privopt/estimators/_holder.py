@@ -1,4 +1,4 @@
-"""Shared machinery of the seed-002 estimators (DPLinearClassifier, DPSGDRegressor).
+"""Shared machinery of the Wang et al. (2022) estimators (DPLinearClassifier, DPSGDRegressor).
 
 Both map the features into a public bounded domain, spend the whole (epsilon, delta) on one
 private SGD fit (output or gradient perturbation, :mod:`privopt.algorithms`), and keep every
@@ -33,7 +33,8 @@ from privopt.releases.preprocess import (
 __all__ = ["HolderSGDEstimator"]
 
 PERTURBATIONS = ("gradient", "output")
-#: ``"sgd"``: seed 002's projected SGD (output or gradient perturbation); ``"srgd"``: seed 004's
+#: ``"sgd"``: Wang et al.'s (2022) projected SGD (output or gradient perturbation); ``"srgd"``:
+#: Choquette-Choo, Ganesh & Thakurta's (2025)
 #: single-epoch Accelerated-DP-SRGD (binary-tree noise, setting "interior"; smooth losses).
 METHODS = ("sgd", "srgd")
 #: Default number of steps per training record, and the cap on the total (the engine is a
@@ -196,7 +197,8 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
                 raise ValueError(
                     f"method='srgd' needs a smooth loss (alpha = 1), got {loss.name!r} with "
                     f"alpha = {loss.phi_holder().alpha:g}; use e.g. 'logistic', "
-                    "'squared_hinge' or 'huber' (seed 004's analysis clips gradient "
+                    "'squared_hinge' or 'huber' (Choquette-Choo, Ganesh & Thakurta's (2025) "
+                    "analysis clips gradient "
                     "differences, whose bound needs smoothness)."
                 )
             return accelerated_dp_srgd(Z, t, loss, setting="interior", **common)

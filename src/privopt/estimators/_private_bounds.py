@@ -1,7 +1,7 @@
 """Private quantile bounds on a disjoint secret slice, shared by the estimators that take them.
 
 Without public bounds, :class:`~privopt.estimators.DPLinearRegression` (for the methods that
-calibrate themselves) and the seed-002 estimators (below DP-STAT's minimum rows) release
+calibrate themselves) and the Wang et al. (2022) estimators (below DP-STAT's minimum rows) release
 :func:`~privopt.releases.quantile_bounds.private_quantile_bounds` on a slice of m secret rows,
 drawn by a permutation independent of the data, and fit on the other rows: the slice and the
 fit are disjoint, so each spends the full budget (parallel composition). m and the refusal

@@ -1,4 +1,4 @@
-"""DPLinearClassifier: private linear classification with non-smooth losses (seed 002)."""
+"""DPLinearClassifier: private linear classification with non-smooth losses (Wang et al. 2022)."""
 
 from __future__ import annotations
 
@@ -73,7 +73,7 @@ _LABEL_SOURCE = {"None": "private", "observed": "observed (not private)"}
 
 
 class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
-    """Differentially private linear classifier trained by private SGD (seed 002).
+    """Differentially private linear classifier trained by private SGD (Wang et al. 2022).
 
     The loss may be non-smooth (alpha-Hölder smooth): ``"hinge"`` (SVM), ``"squared_hinge"``,
     ``"qnorm_hinge"`` (with ``q``), ``"logistic"``. The model is fitted on features mapped into
@@ -96,7 +96,8 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
     Parameters:
         loss, q: the loss (``q`` in [1, 2] for ``"qnorm_hinge"``).
         perturbation: ``"gradient"`` or ``"output"``.
-        method: ``"sgd"`` (seed 002's projected SGD) or ``"srgd"`` (seed 004's single-epoch
+        method: ``"sgd"`` (Wang et al.'s (2022) projected SGD) or ``"srgd"`` (Choquette-Choo, Ganesh
+        & Thakurta's (2025) single-epoch
             Accelerated-DP-SRGD with binary-tree noise, setting "interior", radius 1 by
             default; smooth losses only; ``perturbation``, ``steps`` and ``learning_rate`` do
             not apply).

@@ -108,12 +108,14 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
       N = 200,000) and best at small d with larger epsilon (1.2x OLS at N = 1e6, d = 10,
       epsilon = 4; 4.2x at the setting above), but its Gram-matrix noise grows with d (75x at
       N = 1e5, d = 50, epsilon = 1).
-    * ``"ambssgd"``: DP-AMBSSGD (seed 000, Algorithm 2) with DP-STAT adaptive clipping and
+    * ``"ambssgd"``: DP-AMBSSGD (Varshney et al. 2022, Algorithm 2) with DP-STAT adaptive clipping
+    and
       privopt's measured constants (:func:`privopt.algorithms.ambssgd.practical_config`); a
       private second-moment estimate (another disjoint slice) sets its step size. Close to
       the best at N = 1e6 (2.2x to 5.2x OLS for d = 10, and d = 50 at epsilon = 4), far behind at
       smaller N or larger d, where its T ln N rounds leave too few rows per round.
-    * ``"ssgd"``: DP-SSGD (seed 000, Algorithm 1), one shuffled pass of single-example steps,
+    * ``"ssgd"``: DP-SSGD (Varshney et al. 2022, Algorithm 1), one shuffled pass of single-example
+    steps,
       accounted by amplification by shuffling; it refuses an epsilon outside the bound's
       validity region (about epsilon <= 1.09 for delta = 1e-6).
     * ``"dpsgd"``: DP-SGD with Poisson sampling (rate 256/N, 5 epochs), a fixed clip at the
@@ -129,7 +131,8 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     ones), DP-AMBSSGD, DP-SSGD and private preprocessing keep their replace-one analyses, which
     bound zero-out's (a null record is a valid record of the clipped domain). ``"replace-one"``
     accounts every method under replace-one except DP-SGD, which is refused.
-    * ``"ftrl-sigma"``: DP-FTRL-Σ (seed 003, Algorithm 1), one pass with tree-aggregated noise
+    * ``"ftrl-sigma"``: DP-FTRL-Σ (Private Overparameterized Linear Regression, anonymous
+    submission, Algorithm 1), one pass with tree-aggregated noise
       N(0, sigma^2 Σ) and clipping in the Σ^-1 norm, for over-parameterised problems (d > N).
       With ``public_X`` (public unlabeled rows of the same distribution) Σ is the designed
       (lambda I + X~^T X~) / M with lambda = M / (N eta), in O(d M) memory; without it Σ = I.

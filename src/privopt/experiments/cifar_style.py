@@ -1,4 +1,5 @@
-"""Seed 001's multi-epoch comparison (Section 4, CIFAR-10) scaled to scikit-learn's digits.
+"""Choquette-Choo et al.'s (2024) multi-epoch comparison (Section 4, CIFAR-10) scaled to
+scikit-learn's digits.
 
 The paper trains a CNN on CIFAR-10 for 20 epochs (2000 steps, batch 500) with example-level DP
 and compares DP-SGD (with amplification by sampling) against nu-DP-FTRL, optimal continual

@@ -1,4 +1,5 @@
-r"""Seed 003 reproduction: private over-parameterised linear regression, excess risk against N.
+r"""the DP-FTRL-Σ paper (Private Overparameterized Linear Regression, anonymous submission)
+reproduction: private over-parameterised linear regression, excess risk against N.
 
 The paper has no experiments (docs/theory/overparameterised-regression.md); this runs the note's
 plan E1/E2 at sizes that fit a laptop. For each spectrum (lambda_i = i^-r with r in {1.5, 2, 3}, and

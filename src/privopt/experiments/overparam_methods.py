@@ -1,4 +1,6 @@
-"""The method runners of seed 003's reproduction (notes/003.md §6): a draw of the
+"""The method runners of the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression,
+anonymous submission) reproduction (docs/theory/overparameterised-regression.md#experiments): a draw
+of the
 over-parameterised regression, one fit of DP-FTRL-Σ (identity or designed Σ), DP-SGD, DP-AMBSSGD
 or non-private SGD, and the step-size pilot on a separate draw. The experiment (and the privacy
 and public-knowledge conventions these runners follow) is described in

@@ -1,4 +1,5 @@
-r"""Seed 004's comparison: single-epoch Accelerated-DP-SRGD against DP-SGD (issue 8).
+r"""Choquette-Choo, Ganesh & Thakurta's (2025) comparison: single-epoch Accelerated-DP-SRGD against
+DP-SGD (issue 8).
 
 The paper (Choquette-Choo, Ganesh & Thakurta) has no experiments (docs/theory/single-epoch-srgd.md);
 this is the comparison issue 8 asks for. Each method is run at the same (epsilon, delta) under

@@ -1,4 +1,5 @@
-r"""Covariance operators Σ for covariance-shaped noise N(0, std^2 Σ) (seeds 001 and 003).
+r"""Covariance operators Σ for covariance-shaped noise N(0, std^2 Σ) (Choquette-Choo et al. 2024;
+the DP-FTRL-Σ paper).
 
 Mechanisms are generic in the per-step law: a stream given ``covariance=Σ`` maps each combined
 standard-normal vector z to Σ^{1/2} z, so every noise source is N(0, std^2 Σ) and the correlation

@@ -1,6 +1,7 @@
 """Binary tree aggregation for private prefix sums (Dwork et al. 2010; Chan et al. 2011).
 
-Seeds 003 (Algorithm 3) and 004 (Lemma 8) release noisy prefix sums ``sum_{tau<=t} g_tau`` of a
+The DP-FTRL-Σ paper (Algorithm 3) and Choquette-Choo, Ganesh & Thakurta (2025, Lemma 8)
+release noisy prefix sums ``sum_{tau<=t} g_tau`` of a
 stream. Node (k, j) covers steps [j 2^k, (j + 1) 2^k) and gets its own N(0, std^2 I) noise once
 it is complete. The prefix [0, t] is the dyadic decomposition of t + 1: for every bit k set in t
 + 1 the node j = ((t + 1) >> k) - 1 of level k. So the prefix at step t uses **popcount(t + 1)**

@@ -461,7 +461,8 @@ class SecondMoment:
 
     @property
     def row_norm_sq(self) -> float:
-        """R_x^2 = Tr H + 2 ||H||, exact for Gaussian rows (notes/000.md §2.3)."""
+        """R_x^2 = Tr H + 2 ||H||, exact for Gaussian rows
+        (docs/theory/linear-regression-adaptive-clipping.md#synthetic-data)."""
         return self.trace + 2.0 * self.h_norm
 
 

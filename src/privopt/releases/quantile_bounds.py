@@ -46,7 +46,8 @@ QUANTILE_ROWS = 20_000
 #: tail level tau of every feature's and the target's range (levels tau and 1 - tau): the
 #: widest level at which each release keeps TAIL_RANKS ranks of margin (tau m eps / 2 >=
 #: TAIL_RANKS, m rows, eps per release), between TAIL_LEVELS; quartiles at N of a few thousand
-#: (tail levels fail there, notes §3.6), 5% / 95% at large N, where a binary feature's two
+#: (tail levels fail there, docs/theory/torch-audits-selection-dask.md#private-quantiles), 5% / 95%
+#: at large N, where a binary feature's two
 #: values are both inside the range (quartiles can land in the gap between them)
 TAIL_LEVELS = (0.05, 0.25)
 TAIL_RANKS = 15.0

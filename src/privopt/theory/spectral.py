@@ -1,6 +1,7 @@
 """Minimum-phase spectral factorisation: a causal beta with a prescribed |B(omega)|^2.
 
-Seed 001 characterises optimal correlations through their power spectrum (|B*|^2 = |1 - eta -
+Choquette-Choo et al. (2024) characterises optimal correlations through their power spectrum (|B*|^2
+= |1 - eta -
 e^{i omega}| for mean estimation, h^{-1/2} for linear regression). To turn a target S(omega) > 0
 into coefficients, privopt uses the cepstral (Kolmogorov) method of docs/theory/correlated-noise.md:
 on an FFT grid of size M,

@@ -3,8 +3,9 @@
 Every algorithm is ``paper config -> TrainingPlan -> calibrate -> run``:
 
 * :mod:`~privopt.training.batching`: Poisson sampling, fixed batches cycled over epochs (the
-  min-separation pattern), one shuffled pass (whole, or seed 004's first T batches), sampling
-  without replacement, seed 000's rounds;
+  min-separation pattern), one shuffled pass (whole, or Choquette-Choo, Ganesh & Thakurta's (2025)
+  first T batches), sampling
+  without replacement, Varshney et al.'s (2022) rounds;
 * :mod:`~privopt.training.thresholds`: clip sources (fixed, quantile-adaptive, DP-STAT per
   round, RESIDUALEST) and the data handle the loop resolves row batches with;
 * :mod:`~privopt.training.plan`: :class:`TrainingPlan` (batches, clip, mechanism, noise,

@@ -1,7 +1,8 @@
 r"""Quantile-based adaptive clipping (Andrew et al. 2021) for every mechanism of the core.
 
 The clip norm kappa_t follows a target quantile gamma of the per-example gradient norms, learnt
-from a **noisy count** released every step (notes/blt_and_adaptive_clipping.md §5)::
+from a **noisy count** released every step
+(docs/theory/blt-and-adaptive-clipping.md#adaptive-clipping)::
 
     bits      b_i = 1[||g_i|| <= kappa_t]  (unclipped), centred b_i - 1/2 (sensitivity 1/2)
     release   r_t = sum_{i in batch} (b_i - 1/2) + N(0, sigma_b^2)        sigma_b = f_b m

@@ -1,12 +1,13 @@
-"""Which iterate a run returns: the last, the mean of all, the mean of the tail, or seed 002's mean.
+"""Which iterate a run returns: the last, the mean of all, the mean of the tail, or Wang et al.'s
+(2022) mean.
 
 With ``w_0`` the initial point and ``w_{t+1}`` the iterate produced by step t (t = 0 .. T-1):
 
 * ``last``: ``w_T``;
 * ``mean``: the mean of ``w_1 .. w_T`` (every produced iterate);
 * ``tail``: the mean of the iterates produced by steps ``floor(T/2) .. T-1`` (the last
-  ``T - floor(T/2)``), as seed 000's algorithms and privopt's DP-SGD do;
-* ``inputs``: the mean of the iterates entering each step, ``w_0 .. w_{T-1}`` (seed 002,
+  ``T - floor(T/2)``), as Varshney et al.'s (2022) algorithms and privopt's DP-SGD do;
+* ``inputs``: the mean of the iterates entering each step, ``w_0 .. w_{T-1}`` (Wang et al. 2022,
   Definition 1: the initial point included, the final one excluded).
 
 Post-processing: no privacy cost.

@@ -12,12 +12,13 @@ strategy                    batches                                 what the eve
 :class:`FixedBatches`       a secret permutation cut into N // b    participations k = epochs,
                             batches, cycled in the same order       min-separation S = N // b
 :class:`SampledWithout\     each step draws b of N uniformly        sampling without replacement
-Replacement`                (independently across steps)            within a step (seed 002)
+Replacement`                (independently across steps)            within a step (Wang et al. 2022)
 :class:`SinglePass`         the first T batches of one shuffled     single participation
-                            pass (seed 004; the rest never read)
+                            pass (Choquette-Choo, Ganesh & Thakurta 2025; the rest never read)
 :class:`Rounds`             a secret permutation cut into T         one participation; round t is
                             disjoint rounds of s stat + b gradient  its own partition ("round",
-                            rows (seed 000; or contiguous rounds)   t): parallel composition
+                            rows (Varshney et al. 2022; or contiguous rounds)   t): parallel
+                            composition
 ==========================  ======================================  ==============================
 
 ``FixedBatches(batch_size, epochs=1)`` is one shuffled pass of disjoint batches.
@@ -102,7 +103,8 @@ class BatchStrategy(ABC):
 
     #: short name used in reports
     name: str = "batches"
-    #: analysed with a private threshold per step (seed 000's DP-STAT, seed 003's RESIDUALEST)
+    #: analysed with a private threshold per step (Varshney et al.'s (2022) DP-STAT, the DP-FTRL-Σ
+    #: paper's (Private Overparameterized Linear Regression, anonymous submission) RESIDUALEST)
     admits_private_threshold: ClassVar[bool] = False
     #: analysed with quantile adaptive clipping (Andrew et al. 2021)
     admits_adaptive_clipping: ClassVar[bool] = False
@@ -384,7 +386,8 @@ def shuffled_pass(batch_size: int) -> FixedBatches:
 class SinglePass(FixedBatches):
     """The first ``num_steps`` of the ``N // b`` disjoint batches of a secret permutation, once.
 
-    Seed 004's single epoch with a given (B, T), ``B T <= N``: the records left over are never
+    Choquette-Choo, Ganesh & Thakurta's (2025) single epoch with a given (B, T), ``B T <= N``: the
+    records left over are never
     read. Single participation, like :func:`shuffled_pass`, whose permutation and batches
     (sorted indices) it shares; ``num_steps=None`` reads them all.
     """
@@ -416,7 +419,8 @@ class SinglePass(FixedBatches):
 @dataclass(frozen=True)
 class SampledWithoutReplacement(BatchStrategy):
     """Each of ``steps`` steps draws ``sample_size`` of the N records uniformly without
-    replacement, independently across steps (so a record may be used many times; seed 002)."""
+    replacement, independently across steps (so a record may be used many times; Wang et al.
+    (2022))."""
 
     sample_size: int
     num_steps: int
@@ -476,7 +480,8 @@ class SampledWithoutReplacement(BatchStrategy):
 
 @dataclass(frozen=True)
 class Round:
-    """One step's rows: the gradient rows and, for seed 000, the disjoint stat rows from which
+    """One step's rows: the gradient rows and, for Varshney et al. (2022), the disjoint stat rows
+    from which
     the step's private threshold is computed (index arrays, or slices of contiguous rows)."""
 
     rows: np.ndarray | slice
@@ -489,7 +494,8 @@ class Round:
 
 @dataclass(frozen=True)
 class Rounds(BatchStrategy):
-    """Seed 000's rounds: T disjoint rounds of ``stat_size`` stat rows + ``batch_size`` gradient
+    """Varshney et al.'s (2022) rounds: T disjoint rounds of ``stat_size`` stat rows +
+    ``batch_size`` gradient
     rows, cut from a secret uniform permutation (``shuffle="rows"``, Algorithm 2) or contiguous
     in the given order (``shuffle="none"``, for rows whose order is already random and
     independent of the data). The N - T (s + b) rows left over are never read.

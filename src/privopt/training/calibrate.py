@@ -12,7 +12,8 @@ Routes, by the event the factory builds:
   amplification): exact mu-GDP, closed form ``mu = sensitivity / std`` (Dong, Roth & Su 2019).
 * :class:`~privopt.accounting.PoissonSampledGaussianEvent` (DP-SGD): ``dp_accounting``'s PLD (or
   RDP) through :func:`privopt.accounting.calibrate_dpsgd_noise`, memoised.
-* :class:`~privopt.accounting.ShuffledGaussianEvent` (one shuffled pass, seed 000's DP-SSGD):
+* :class:`~privopt.accounting.ShuffledGaussianEvent` (one shuffled pass, Varshney et al.'s (2022)
+DP-SSGD):
   FMT21's amplification by shuffling through
   :func:`privopt.accounting.calibrate_shuffled_gaussian` (refused above the bound's validity
   region), memoised.

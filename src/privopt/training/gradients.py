@@ -106,7 +106,8 @@ class LinearRegressionModel(_ResidualModel):
 
 
 class SigmaNormLinearModel(LinearRegressionModel):
-    """Squared loss clipped in the Σ^-1 norm (seed 003): ||r x||_{Σ^-1} = |r| ||x||_{Σ^-1}.
+    """Squared loss clipped in the Σ^-1 norm (Private Overparameterized Linear Regression, anonymous
+    submission): ||r x||_{Σ^-1} = |r| ||x||_{Σ^-1}.
 
     The per-row norms ||x_i||_{Σ^-1} come from the public covariance operator once per fit (no
     d x d matrix); the factors from :func:`privopt.clipping.clip_factors` on |r_i| ||x_i||_{Σ^-1},
@@ -196,7 +197,7 @@ class LossModel(_ResidualModel):
     """Any :class:`privopt.losses.LinearLoss` of a linear model: gradient phi'(<x, w>, y) x.
 
     The loss validates its labels (±1 for classification) once per fit, so the core has one
-    gradient abstraction for every linear loss of seeds 000-004 (closed-form norms
+    gradient abstraction for every linear loss of the five papers (closed-form norms
     |phi'| ||x||, no per-example gradient matrix).
     """
 

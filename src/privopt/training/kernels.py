@@ -1,7 +1,9 @@
 """The single-row kernel: the loop of :func:`privopt.training.iterate` for one record per step.
 
-Seed 002's projected SGD (one uniformly sampled record per step, tens of thousands of steps) and
-seed 000's one-record steps spend most of their time in per-step overhead when run through the
+Wang et al.'s (2022) projected SGD (one uniformly sampled record per step, tens of thousands of
+steps) and
+Varshney et al.'s (2022) one-record steps spend most of their time in per-step overhead when run
+through the
 generic batch path (index arrays, a matrix-vector product over a one-row matrix, array clipping):
 about 30 us per step. This kernel is the same iteration for the models whose per-example
 gradient is ``r(<x, w>, y) x``, with scalars as Python floats and two or three BLAS level-1 calls
@@ -82,7 +84,7 @@ def single_row_iterate(
 ) -> tuple[np.ndarray, np.ndarray]:
     """The kernel's loop; arguments as in :func:`privopt.training.iterate` (``norms``: the
     rows' l2 norms from ``model.prepare``). ``stream=None`` adds no noise (a non-private
-    analysis object such as seed 002's plain projected SGD). Returns (averaged output,
+    analysis object such as Wang et al.'s (2022) plain projected SGD). Returns (averaged output,
     per-step clip flags); the final iterate is kept as ``averager.last`` and the largest
     projected norm ``min(||w_t||, R)`` as ``averager.largest_norm`` (NaN without projection).
 

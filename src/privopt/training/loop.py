@@ -14,7 +14,8 @@
 The noise is drawn only by the mechanism's stream (:mod:`privopt.noise`), keyed from ``rng`` or
 by a caller's ``noise_seed`` (which must then stay secret), so independent noise and any
 correlated mechanism are the same code path: swapping them is configuration. The clip sources
-(fixed, quantile-adaptive, seed 000's DP-STAT per round, seed 003's RESIDUALEST) are in
+(fixed, quantile-adaptive, Varshney et al.'s (2022) DP-STAT per round, the DP-FTRL-Σ paper's
+(Private Overparameterized Linear Regression, anonymous submission) RESIDUALEST) are in
 :mod:`privopt.training.thresholds`.
 
 A backend that loads rows elsewhere (Dask) calls :func:`iterate_rounds` with its own

@@ -3,7 +3,7 @@
 Every field the accountant needs is a field of the plan, and :meth:`TrainingPlan.event` builds
 the privacy event from exactly those fields; the loop (:func:`privopt.training.run`) reads the
 same fields to draw batches, clip and add noise. So the report can never disagree with what ran
-(jax_privacy's ``DPExecutionPlan`` has the same aim; see ``../shared/DESIGN.md`` item 6).
+(jax_privacy's ``DPExecutionPlan`` has the same aim).
 
 Notation (papers' symbols):
 
@@ -23,12 +23,14 @@ Privacy events (the sensitivities are computed, never assumed):
 * Poisson sampling, independent noise: ``PoissonSampledGaussianEvent(sigma, q, T)`` (zero-out;
   dp_accounting's add/remove analysis covers it). Amplification by sampling is not analysed for
   correlated noise here, so that combination is refused.
-* Fixed batches, any mechanism: the run is one Gaussian mechanism ``C G + W`` (notes/001.md
+* Fixed batches, any mechanism: the run is one Gaussian mechanism ``C G + W``
+(docs/theory/correlated-noise.md
   §2.2) with l2 sensitivity ``f G s``, where s is the mechanism's unit sensitivity for the
   batches' participation pattern and f = 1 (zero-out) or 2 (replace-one), and noise std sigma G.
 * Sampling without replacement, independent noise, replace-one: ``SampledGaussianEvent`` with
   noise multiplier sigma / 2 (replace-one sensitivity 2 G), accounted by dp_accounting's RDP.
-* Rounds (seed 000), independent noise: each round is one Gaussian step on its own disjoint
+* Rounds (Varshney et al. 2022), independent noise: each round is one Gaussian step on its own
+disjoint
   rows, recorded per partition ``("round", t)`` (parallel composition) by
   :meth:`TrainingPlan.recorded_events`, after the round's private threshold release.
 * A private threshold (:mod:`privopt.training.thresholds`): the gradient stream runs at the
@@ -69,8 +71,10 @@ __all__ = ["PlanAnalysis", "TrainingPlan"]
 
 
 class PlanAnalysis(Protocol):
-    """A paper's own analysis of a plan's mechanism (e.g. seed 000's shuffling, seed 002's
-    Theorem 11, seed 004's two clip levels): the privacy event of ``plan`` at noise multiplier
+    """A paper's own analysis of a plan's mechanism (e.g. Varshney et al.'s (2022) shuffling, Wang
+    et al.'s (2022)
+    Theorem 11, Choquette-Choo, Ganesh & Thakurta's (2025) two clip levels): the privacy event of
+    ``plan`` at noise multiplier
     ``multiplier``, built from the plan's fields only (and refusing a plan it does not cover).
     It may also state the plan's assumptions (``assumptions(plan) -> list[str]``)."""
 
@@ -108,8 +112,10 @@ class TrainingPlan:
     #: quantile-based adaptive clipping (:mod:`privopt.training.adaptive`); ``clip_norm`` is
     #: then the initial clip kappa_0 and the event is that of a fixed unit clip
     adaptive_clipping: QuantileClipping | None = None
-    #: a private threshold per step (:mod:`privopt.training.thresholds`: seed 000's DP-STAT,
-    #: seed 003's RESIDUALEST); ``clip_norm`` is then 1 (the unit clip of the gradient stream)
+    #: a private threshold per step (:mod:`privopt.training.thresholds`: Varshney et al.'s (2022)
+    #: DP-STAT,
+    #: the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous submission)
+    #: RESIDUALEST); ``clip_norm`` is then 1 (the unit clip of the gradient stream)
     #: and the threshold's own releases are events built from its fields
     private_threshold: PrivateThreshold | None = None
 
@@ -287,7 +293,8 @@ class TrainingPlan:
         Rounds (:class:`~privopt.training.batching.Rounds`): round t's releases (its private
         threshold's, then the gradient step's ``event()``) on the partition ``("round", t)``,
         composed in parallel. Other strategies: ``event()`` on ``partition``, and a private
-        threshold's releases on their own partitions (e.g. seed 003's estimating rows).
+        threshold's releases on their own partitions (e.g. the DP-FTRL-Σ paper's (Private
+        Overparameterized Linear Regression, anonymous submission) estimating rows).
         """
         event = self.event()
         steps = self.steps
@@ -320,7 +327,8 @@ class TrainingPlan:
         """What the plan's privacy claim relies on, in words (for the report).
 
         An ``analysis`` with its own ``assumptions(plan)`` states the clipping and sensitivity
-        lines itself (e.g. seed 004's two clip levels), instead of the generic ones below.
+        lines itself (e.g. Choquette-Choo, Ganesh & Thakurta's (2025) two clip levels), instead of
+        the generic ones below.
         """
         own = getattr(self.analysis, "assumptions", None)
         out = [

@@ -1,6 +1,8 @@
-r"""The stochastic recursive gradient (SRG) oracle of seed 004 as a gradient model of the core.
+r"""The stochastic recursive gradient (SRG) oracle of Choquette-Choo, Ganesh & Thakurta (2025) as a
+gradient model of the core.
 
-Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta, Algorithm 1; notes/004.md §2) evaluates
+Accelerated-DP-SRGD (Choquette-Choo, Ganesh & Thakurta, Algorithm 1;
+docs/theory/single-epoch-srgd.md#algorithm) evaluates
 every record of step t's batch at the current and at the previous query point, and clips the
 per-example *weighted difference*::
 

@@ -21,9 +21,11 @@ source                          threshold G_t
 :class:`FixedClip`              the plan's clip norm G (the stream carries sigma G)
 adaptive clipping               kappa_t from earlier noisy counts (Andrew et al. 2021;
                                 :class:`~privopt.training.adaptive.AdaptiveClipController`)
-:class:`DPStatThreshold`        seed 000: ``scale * DP-STAT(|<z_j, w_t> - t_j|)`` on the
+:class:`DPStatThreshold`        Varshney et al. (2022): ``scale * DP-STAT(|<z_j, w_t> - t_j|)`` on
+the
                                 round's s stat rows (disjoint from its b gradient rows)
-:class:`ResidualThreshold`      seed 003: ``psi_t = C RESIDUALEST(estimating rows, w_t)`` (or a
+:class:`ResidualThreshold`      the DP-FTRL-Σ paper (Private Overparameterized Linear Regression,
+anonymous submission): ``psi_t = C RESIDUALEST(estimating rows, w_t)`` (or a
                                 fixed psi); tree nodes drawn at the running maximum psi_max
 ==============================  ==========================================================
 """
@@ -59,7 +61,8 @@ class RowData:
 
     ``X`` and ``y`` are arrays or any handle the model understands (the Dask backend's
     :class:`~privopt.distributed.methods.DaskLinearModel` resolves partitions); ``prepared`` is
-    the model's per-row cache (row norms, or the Σ^-1 norms of seed 003's clipping).
+    the model's per-row cache (row norms, or the Σ^-1 norms of the DP-FTRL-Σ paper's (Private
+    Overparameterized Linear Regression, anonymous submission) clipping).
     """
 
     model: Any
@@ -127,7 +130,8 @@ class PrivateThreshold(Protocol):
     def describe(self) -> str: ...
 
 
-# -- seed 000: DP-STAT on each round's stat rows ---------------------------------------------------
+# -- Varshney et al. (2022): DP-STAT on each round's stat rows
+# ---------------------------------------------------
 
 
 @dataclass(frozen=True)
@@ -211,12 +215,14 @@ class _DPStatSource:
         return {"gamma": np.asarray(self.gammas)}
 
 
-# -- seed 003: RESIDUALEST thresholds, tree nodes at the running maximum ---------------------------
+# -- the DP-FTRL-Σ paper (Private Overparameterized Linear Regression, anonymous submission):
+# RESIDUALEST thresholds, tree nodes at the running maximum ---------------------------
 
 
 @dataclass(frozen=True)
 class ResidualThreshold:
-    """Seed 003's psi_t = ``rule(t, w_t)`` (C l_t from RESIDUALEST, or a fixed public psi).
+    """The DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous submission)
+    psi_t = ``rule(t, w_t)`` (C l_t from RESIDUALEST, or a fixed public psi).
 
     Tree nodes completing at step t are drawn at psi_max = max_{s<=t} psi_s times the plan's
     std (Algorithm 1, line 7), so every node covers all of its leaves, in the Σ of

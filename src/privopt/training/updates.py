@@ -8,8 +8,9 @@ private data, so every rule is post-processing of the plan's privacy event.
   with an optional data-independent regulariser gradient added to ``g~_t`` (DP-FTRL's prefix
   form with momentum is exactly this recursion on the noisy prefix sums).
 * :class:`Projected`: any rule followed by the Euclidean projection onto the ball B(0, R)
-  (seed 002's projected SGD).
-* :class:`LinearCoupling`: Accelerated-DP-SRGD's linear coupling (seed 004, Algorithm 1): the
+  (Wang et al.'s (2022) projected SGD).
+* :class:`LinearCoupling`: Accelerated-DP-SRGD's linear coupling (Choquette-Choo, Ganesh & Thakurta
+2025, Algorithm 1): the
   iterates z, y and the query point x, driven by the noisy prefix sum of the steps' directions.
 """
 
@@ -97,7 +98,8 @@ def project_ball(w: np.ndarray, radius: float) -> np.ndarray:
 
 @dataclass(frozen=True)
 class LinearCoupling:
-    r"""Accelerated-DP-SRGD's linear coupling (seed 004, Algorithm 1; notes/004.md §2.2).
+    r"""Accelerated-DP-SRGD's linear coupling (Choquette-Choo, Ganesh & Thakurta 2025, Algorithm 1;
+    docs/theory/single-epoch-srgd.md#prefix-noise).
 
     Step t (``eta_t = t + 1``, ``tau_{t+1} = 2 / (t + 3)``) receives the privatised direction
     ``g~_t = (sum_d clip(Delta_t(d)) + n_t) / B``, accumulates the noisy prefix sum itself and
