@@ -80,3 +80,38 @@ def test_calibration_below_one_searches_toward_zero_without_leaving_the_positive
     achieved = dpsgd_epsilon(sigma, q, steps, 1e-6, accountant)
     assert achieved <= 4.0
     assert achieved == pytest.approx(4.0, rel=1e-2)
+
+
+def test_dp_accounting_excluded_order_notices_are_dropped_and_other_records_pass():
+    import logging
+    import math
+
+    from privopt.accounting import subsampled
+
+    seen: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record):
+            seen.append(record.getMessage())
+
+    absl = logging.getLogger("absl")
+    handler = Collect(level=logging.DEBUG)
+    absl.addHandler(handler)
+    notice = next(f for f in absl.filters if isinstance(f, subsampled._ExcludedOrderNotice))
+    try:
+        # sigma = 1, q = 0.064: dp_accounting's series for orders near 1 do not converge
+        absl.removeFilter(notice)
+        subsampled.dpsgd_epsilon(1.0, 0.064451, 50, 1e-6, accountant="rdp")
+        unfiltered = [m for m in seen if "Excluding this order" in m]
+        seen.clear()
+        absl.addFilter(notice)
+        epsilon = subsampled.dpsgd_epsilon(1.0, 0.064452, 50, 1e-6, accountant="rdp")
+        absl.warning("another notice")
+    finally:
+        absl.removeHandler(handler)
+        if notice not in absl.filters:
+            absl.addFilter(notice)
+    assert unfiltered  # the case does produce the notices
+    assert 0 < epsilon < math.inf
+    assert not any("Excluding this order" in message for message in seen)
+    assert "another notice" in seen
