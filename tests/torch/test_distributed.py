@@ -14,6 +14,7 @@ import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -22,6 +23,7 @@ import torch.nn.functional as F  # noqa: E402
 
 from privopt.noise import BLTMechanism  # noqa: E402
 from privopt.torch import PrivateTrainer, make_private  # noqa: E402
+from privopt.training import QuantileClipping  # noqa: E402
 from torch import nn  # noqa: E402
 
 GEN = torch.Generator().manual_seed(0)
@@ -31,7 +33,11 @@ BLT = BLTMechanism([0.9, 0.4], [0.3, 0.2])
 CASES = {  # name: make_private keywords (the loop's loss is the mean, as written usually)
     "dpsgd": {"mechanism": "dpsgd", "batch_size": 16, "accountant": "rdp"},
     "blt": {"mechanism": BLT, "batch_size": 15, "max_physical_batch_size": 4},
-}
+    "adaptive": {  # the exact unclipped count is all-reduced before its noisy release
+        "mechanism": "dpsgd", "batch_size": 16, "accountant": "rdp", "diagnostics": True,
+        "adaptive_clipping": QuantileClipping(count_noise_fraction=0.2),
+    },
+}  # fmt: skip
 RESUME_AT = 4  # the two-rank run saves after this many steps
 
 
@@ -107,6 +113,7 @@ def _worker(rank: int, port: int, out: Path) -> None:
             "epsilon": run.report().epsilon,
             "draws": counter["draws"],
             "steps": run.step_count,
+            "clips": run.clip_history,
         }
         planted = _run(case, init=3 + rank)
         _plant_double_noise(planted)
@@ -179,6 +186,11 @@ def test_two_ranks_train_the_single_process_model_with_one_noise_draw(two_ranks,
         assert _gap(r[case]["params"], expected) < 1e-6
         assert r[case]["epsilon"] == single.report().epsilon <= 2.0
     assert counter["draws"] == single.steps
+    if single.clip_history is not None:  # the same clips from the same (all-reduced) counts
+        for r in ranks:
+            clips, counts = r[case]["clips"]
+            assert np.allclose(clips, single.clip_history[0], rtol=0, atol=1e-12)
+            assert np.allclose(counts, single.clip_history[1], rtol=0, atol=1e-12)
     # the planted double noise moves the model far from the single process's: the
     # comparison above would catch noise added on every rank
     assert _gap(ranks[0][case]["planted"], expected) > 1e-2
