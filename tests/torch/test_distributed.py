@@ -47,11 +47,11 @@ def _model(seed=3):
     return model, torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
 
 
-def _run(case, *, init=3, seed=5, **extra):
+def _run(case, *, init=3, seed=5, data=(X, Y), **extra):
     model, opt = _model(init)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return make_private(model, opt, (X, Y), epsilon=2.0, delta=1e-4, epochs=2,
+        return make_private(model, opt, data, epsilon=2.0, delta=1e-4, epochs=2,
                             clip_norm=0.5, seed=seed, **{**CASES[case], **extra})  # fmt: skip
 
 
@@ -133,6 +133,10 @@ def _worker(rank: int, port: int, out: Path) -> None:
         _run("dpsgd", seed=5 + rank)
     except ValueError as error:
         results["mismatch"] = str(error)
+    try:  # each rank its own shard (the DistributedSampler habit), of the same size
+        _run("dpsgd", data=(X[45 * rank :][:45], Y[45 * rank :][:45]))
+    except ValueError as error:
+        results["shard"] = str(error)
     torch.save(results, out / f"rank{rank}.pt")
     dist.destroy_process_group()
 
@@ -222,10 +226,11 @@ def test_ranks_agree_without_a_seed_and_the_trainer_runs_data_parallel(two_ranks
 
 
 @pytest.mark.slow
-def test_mismatched_seeds_across_ranks_are_refused_on_every_rank(two_ranks):
+def test_mismatched_seeds_or_data_across_ranks_are_refused_on_every_rank(two_ranks):
     ranks, _ = two_ranks
     for r in ranks:
         assert "different seed on ranks [1] than on rank 0" in r["mismatch"]
+        assert "different data on ranks [1]" in r["shard"] and "not a shard" in r["shard"]
 
 
 # -- fast siblings (one process) --------------------------------------------------------------

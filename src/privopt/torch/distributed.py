@@ -25,8 +25,9 @@ after ``torch.distributed.init_process_group(...)``; together they run the one
 Refused in one line, before anything is recorded: a model wrapped in
 ``DistributedDataParallel`` (it would all-reduce *unclipped* gradients in its backward
 hooks; privopt reduces what must be reduced: pass the plain model), arguments that differ
-across ranks (a hash of each public argument and of the seed is all-gathered and compared;
-the differing ones are named), a data-parallel run asked for (``distributed=True``, or
+across ranks (a hash of each public argument, of the seed, and of the data's size and first
+and last records is all-gathered and compared; the differing ones are named: every rank
+passes the whole data set, not a shard), a data-parallel run asked for (``distributed=True``, or
 ``WORLD_SIZE`` > 1 as ``torchrun`` sets it) without an initialised process group, and an NCCL
 group with a model on the CPU. Rank 0's parameters and buffers are broadcast to every rank at
 the start (as ``DistributedDataParallel`` does), so an unseeded initialisation per rank is
@@ -51,6 +52,7 @@ import torch.distributed as dist
 
 import torch
 from privopt.torch.checkpoint import plan_signature
+from privopt.torch.data import _walk
 from torch import nn
 
 __all__ = ["DataParallel", "data_parallel", "public_fields"]
@@ -94,11 +96,12 @@ def data_parallel(distributed: Any, model: nn.Module, device: torch.device):
     return DataParallel(device)
 
 
-def public_fields(arguments: dict[str, Any], plan, model: nn.Module, records: int):
+def public_fields(arguments: dict[str, Any], plan, model: nn.Module, records) -> dict[str, str]:
     """What must agree across ranks, as text per field: make_private's arguments (the seed
     included; a scheduler, scaler or Mechanism instance by its type, the ledger not at all),
-    the calibrated plan, the number of records, the model's parameter names, shapes and
-    dtypes, and the optimizer's type and hyperparameters."""
+    the calibrated plan, the data (its number of records and a hash of its first and last
+    records: every rank must hold the whole data set, not a shard), the model's parameter
+    names, shapes and dtypes, and the optimizer's type and hyperparameters."""
     fields = {}
     for key, value in arguments.items():
         if key == "optimizer":
@@ -110,12 +113,24 @@ def public_fields(arguments: dict[str, Any], plan, model: nn.Module, records: in
             continue
         fields[key] = repr(value)
     fields["plan"] = repr(sorted(plan_signature(plan).items()))
-    fields["data"] = f"{records} records"
+    fields["data"] = _fingerprint(records)
     params = [
         (n, tuple(p.shape), str(p.dtype), p.requires_grad) for n, p in model.named_parameters()
     ]
     fields["model"] = repr(params)
     return fields
+
+
+def _fingerprint(records) -> str:
+    """The number of records and a hash of the first and last one (their bytes)."""
+    n = len(records)
+    digest = hashlib.blake2b(digest_size=16)
+    for value in _walk(records.batch(np.array([0, n - 1]), torch.device("cpu"))):
+        if isinstance(value, torch.Tensor):
+            digest.update(value.detach().reshape(-1).contiguous().view(torch.uint8).numpy())
+        elif not isinstance(value, list | tuple | dict):
+            digest.update(repr(value).encode())
+    return f"{n} records, {digest.hexdigest()}"
 
 
 def _digest(text: str) -> int:
@@ -148,10 +163,11 @@ class DataParallel:
         differ = [k for j, k in enumerate(names) if bool((hashes[:, j] != hashes[0, j]).any())]
         if differ:
             ranks = [r for r in range(self.world) if bool((hashes[r] != hashes[0]).any())]
+            hint = " (pass the whole data set on every rank, not a shard)" * ("data" in differ)
             raise ValueError(
                 f"make_private got different {', '.join(differ)} on ranks {ranks} than on rank "
                 "0; every rank must make the same call (same arguments and seed) to run one "
-                "plan."
+                f"plan{hint}."
             )
 
     def broadcast_model(self, model: nn.Module) -> None:

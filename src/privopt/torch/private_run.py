@@ -253,7 +253,7 @@ class PrivateRun(LoopHooks):
                 f"{self.plan.neighbouring.value!r}."
             )
         if self._dist is not None:  # the same call on every rank (refused otherwise)
-            self._dist.check_same(public_fields(arguments, self.plan, model, n))
+            self._dist.check_same(public_fields(arguments, self.plan, model, self.records))
             self._dist.broadcast_model(model)
         self.ledger.record(self.plan.event())  # before any record is read
         for text in [*self.plan.assumptions(), CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
