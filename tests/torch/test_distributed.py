@@ -99,6 +99,20 @@ def _plant_double_noise(run):
     run._reduce = planted
 
 
+def _trainer():
+    """A PrivateTrainer (its own loop, sum loss) with the diagnostic mean loss of each step."""
+    model, opt = _model(3)
+    losses = []
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        trainer = PrivateTrainer(model, opt, (X, Y), epsilon=2.0, delta=1e-4, epochs=2,
+                                 clip_norm=0.5, seed=5, diagnostics=True,
+                                 callback=lambda info: losses.append(info.loss),
+                                 **CASES["dpsgd"])  # fmt: skip
+        trainer.fit()
+    return trainer, losses
+
+
 def _worker(rank: int, port: int, out: Path) -> None:
     """One rank of the two-process run: every case, then the refusals (as a script)."""
     torch.set_num_threads(1)
@@ -124,11 +138,8 @@ def _worker(rank: int, port: int, out: Path) -> None:
     dist.barrier()
     results["saved"] = (out / "checkpoint.pt").exists()
     results["unseeded"] = _params(_train(_run("dpsgd", seed=None)).model)
-    model, opt = _model(3)
-    trainer = PrivateTrainer(model, opt, (X, Y), epsilon=2.0, delta=1e-4, epochs=2,
-                             clip_norm=0.5, seed=5, **CASES["dpsgd"])  # fmt: skip
-    trainer.fit()
-    results["trainer"] = _params(trainer.model)
+    trainer, losses = _trainer()
+    results["trainer"] = (_params(trainer.model), losses)
     try:
         _run("dpsgd", seed=5 + rank)
     except ValueError as error:
@@ -217,12 +228,10 @@ def test_a_checkpoint_of_two_ranks_resumes_in_one_process(two_ranks):
 def test_ranks_agree_without_a_seed_and_the_trainer_runs_data_parallel(two_ranks):
     ranks, _ = two_ranks
     assert _gap(ranks[0]["unseeded"], ranks[1]["unseeded"]) == 0.0  # rank 0's root, broadcast
-    model, opt = _model(3)
-    trainer = PrivateTrainer(model, opt, (X, Y), epsilon=2.0, delta=1e-4, epochs=2,
-                             clip_norm=0.5, seed=5, **CASES["dpsgd"])  # fmt: skip
-    trainer.fit()
-    for r in ranks:
-        assert _gap(r["trainer"], _params(trainer.model)) < 1e-6
+    trainer, losses = _trainer()
+    for r in ranks:  # the same model; the diagnostic loss is the whole batch's mean
+        assert _gap(r["trainer"][0], _params(trainer.model)) < 1e-6
+        assert np.allclose(r["trainer"][1], losses, rtol=1e-6, atol=0)
 
 
 @pytest.mark.slow

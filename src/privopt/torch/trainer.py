@@ -213,8 +213,12 @@ class PrivateTrainer(PrivateRun):
         t = self.step_count
         at_point = t % self.log_every == 0 or t == self.steps
         loss = None
-        if self.diagnostics and losses:
-            loss = float(torch.cat([v.float().reshape(-1) for v in losses]).mean())
+        if self.diagnostics:  # the mean over the whole logical batch (all ranks' shares)
+            flat = torch.cat([v.double().reshape(-1).cpu() for v in losses] or [torch.zeros(0)])
+            total = {"sum": flat.sum().reshape(1), "count": torch.tensor([float(len(flat))])}
+            total = self._reduce({k: v.to(self.device) for k, v in total.items()})
+            count = float(total["count"].item())
+            loss = float(total["sum"].item()) / count if count else None
         info = TrainerStep(
             t,
             self.steps,
