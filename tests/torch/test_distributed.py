@@ -37,6 +37,7 @@ CASES = {  # name: make_private keywords (the loop's loss is the mean, as writte
         "mechanism": "dpsgd", "batch_size": 16, "accountant": "rdp", "diagnostics": True,
         "adaptive_clipping": QuantileClipping(count_noise_fraction=0.2),
     },
+    "empty": {"mechanism": BLT, "batch_size": 1, "data": (X[:6], Y[:6])},  # rank 1: none
 }  # fmt: skip
 RESUME_AT = 4  # the two-rank run saves after this many steps
 
@@ -47,12 +48,14 @@ def _model(seed=3):
     return model, torch.optim.SGD(model.parameters(), lr=0.2, momentum=0.9)
 
 
-def _run(case, *, init=3, seed=5, data=(X, Y), **extra):
+def _run(case, *, init=3, seed=5, **extra):
     model, opt = _model(init)
+    kwargs = {**CASES[case], **extra}
+    data = kwargs.pop("data", (X, Y))
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return make_private(model, opt, data, epsilon=2.0, delta=1e-4, epochs=2,
-                            clip_norm=0.5, seed=seed, **{**CASES[case], **extra})  # fmt: skip
+        return make_private(model, opt, data, epsilon=2.0, delta=0.1 / len(data[0]), epochs=2,
+                            clip_norm=0.5, seed=seed, **kwargs)  # fmt: skip
 
 
 def _train(run, steps=None):
