@@ -10,7 +10,10 @@
   and of the clipped sum against a per-example loop (:class:`ModelCheck`);
 * :func:`make_private`: private training in the user's own loop (``run.model``,
   ``run.optimizer``, ``run.loader``; exact per-example clipping of the loop's loss, mixed
-  precision with GradScaler, gradient accumulation, checkpoints; :class:`PrivateRun`);
+  precision with GradScaler, gradient accumulation, checkpoints; :class:`PrivateRun`); the
+  same call in every rank of a ``torch.distributed`` group trains one plan data-parallel
+  (:mod:`privopt.torch.distributed`: each rank's share of every batch, the clipped sums
+  all-reduced before the noise, which is added once);
 * :class:`PrivateTrainer`: the same run in a loop privopt owns, driven by a
   :class:`privopt.training.TrainingPlan` (one calibration, the plan's event in the ledger,
   the plan's batch order, the mechanism's noise on the device, exact checkpoints, progress
