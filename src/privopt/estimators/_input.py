@@ -15,9 +15,12 @@ from sklearn.utils.validation import validate_data
 
 from privopt._validate import describe_non_numeric
 
-__all__ = ["safe_message", "validate_rows"]
+__all__ = ["NON_NUMERIC_FIX", "safe_message", "validate_rows"]
 
-_FIX = "; encode the column as numbers or leave it out (privopt never quotes data values)."
+#: the fix every refusal of a non-numeric cell ends with
+NON_NUMERIC_FIX = (
+    "; encode the column as numbers or leave it out (privopt never quotes data values)."
+)
 
 
 def safe_message(message: str) -> str:
@@ -56,6 +59,8 @@ def validate_rows(estimator: Any, X: Any, y: Any = "no_validation", **kwargs: An
                 break
         where = where or "The data hold values that are not real numbers"
         if kind is TypeError:  # float() refused the cell's type (no value in Python's text)
-            raise TypeError(f"{where} (float() argument must be a string or a real number)" + _FIX)
-        raise ValueError(where + _FIX) from None
+            raise TypeError(
+                f"{where} (float() argument must be a string or a real number)" + NON_NUMERIC_FIX
+            )
+        raise ValueError(where + NON_NUMERIC_FIX) from None
     raise kind(safe_message(text)) from None

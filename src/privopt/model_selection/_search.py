@@ -46,10 +46,12 @@ from sklearn.utils._param_validation import Interval
 from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
 
 from privopt._leak import leak_checks_suppressed
+from privopt._validate import describe_non_numeric
 from privopt.accounting import ApproxDPEvent, PrivacyBudget, PrivacyLedger
 from privopt.accounting._search import feasible_boundary
 from privopt.accounting.events import Neighbouring
 from privopt.estimators._base import PrivateEstimator
+from privopt.estimators._input import NON_NUMERIC_FIX
 from privopt.estimators._params import store_params
 from privopt.model_selection._scoring import UTILITY_SENSITIVITY, record_utilities
 from privopt.noise.selection import exponential_mechanism
@@ -223,6 +225,13 @@ class PrivateGridSearchCV(MetaEstimatorMixin, PrivateEstimator):
         ledger = PrivacyLedger(relation)
         rng = self._generator(ledger)
         X, y = indexable(X, y)
+        if not is_classifier(self):
+            # every target is checked before the secret split: a non-number that only the
+            # validation rows hold would otherwise reach the scoring's float conversion, whose
+            # message quotes the cell
+            where = describe_non_numeric(y, "y")
+            if where is not None:
+                raise ValueError(where + NON_NUMERIC_FIX)
         n = _num_samples(X)
         validation = rng.random(n) < self.validation_fraction  # secret, data-independent
         train, val = np.flatnonzero(~validation), np.flatnonzero(validation)
