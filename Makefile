@@ -61,6 +61,8 @@ bench-torch: $(STAMP) $(OPACUS_VENV)/.installed
 		--out benchmarks/torch_results.json
 	$(BIN)/python benchmarks/torch_seq_bench.py --opacus-python $(OPACUS_VENV)/bin/python \
 		--out benchmarks/torch_seq_results.json
+	$(BIN)/python benchmarks/torch_hf_bench.py
+	$(BIN)/python benchmarks/torch_ddp_bench.py
 
 # Out-of-core fits on a 2-worker LocalCluster (issue 19); ROWS=50000000 for the full size
 # (about 8.4 GB of Parquet under /tmp).
