@@ -34,7 +34,7 @@ import pytest
 torch = pytest.importorskip("torch")
 from privopt.audit import audit_one_run  # noqa: E402
 from privopt.torch import PrivateTrainer  # noqa: E402
-from privopt.torch import trainer as trainer_module  # noqa: E402
+from privopt.torch import private_run as private_run_module  # noqa: E402
 from privopt.torch.clipping import GradientClipper  # noqa: E402
 from torch import nn  # noqa: E402
 
@@ -133,7 +133,7 @@ def test_trainer_audit_below_claim_and_planted_double_count_caught(monkeypatch):
             _audit(4000, 64, seed=1, monkeypatch=patch)
         # with the check switched off the run releases, and the audit must catch it
         skipped = types.SimpleNamespace(assumption="check_model skipped (audit control)")
-        patch.setattr(trainer_module, "check_model", lambda *args, **kwargs: skipped)
+        patch.setattr(private_run_module, "check_model", lambda *args, **kwargs: skipped)
         broken, *_ = _audit(4000, 64, seed=1)  # the double count is still planted
     print("double count", broken)
     assert broken.epsilon_lower_bound > CLAIM
