@@ -140,7 +140,7 @@ def test_bad_epsilons_are_refused(tmp_path, epsilons):
     "kwargs",
     [
         {"seeds": ()},
-        {"methods": ("dp-sgd", "adam")},
+        {"methods": ("dpsgd", "adam")},
         {"methods": ()},
         {"epochs": 0},
         {"batch_size": 5000},
