@@ -46,6 +46,7 @@ __all__ = [
     "Neighbouring",
     "PoissonSampledGaussianEvent",
     "PrivacyEvent",
+    "PrivacyUnit",
     "RenyiGuaranteeEvent",
     "SampledGaussianEvent",
     "SamplingFailureEvent",
@@ -95,6 +96,61 @@ class Neighbouring(StrEnum):
         except ValueError:
             options = ", ".join(m.value for m in cls)
             raise ValueError(f"Expected neighbouring in ({options}), got {value!r}.") from None
+
+
+class PrivacyUnit(StrEnum):
+    """What one neighbouring step changes: one ``record`` (the default everywhere), or every
+    record of one ``user`` (user-level DP: records grouped by a user id; the clipping bounds a
+    user's whole contribution to a release, whatever its number of records).
+
+    The relations and their accounting are the same with the user as the unit (a dataset is a
+    multiset of users, each contributing one clipped quantity of norm <= G per release it takes
+    part in; N is the number of users), so user-level events are the record-level events of the
+    same plan over users (McMahan, Ramage, Talwar & Zhang 2018, "Learning Differentially Private
+    Recurrent Language Models", arXiv:1710.06963, Sec. 2 and Thm 1). The unit only changes what
+    the claim protects, and how the report names the relation: ``"user-level zero-out"``.
+    """
+
+    RECORD = "record"
+    USER = "user"
+
+    def relation_name(self, neighbouring: Neighbouring) -> str:
+        """The relation as a report names it: ``"zero-out"`` or ``"user-level zero-out"``."""
+        relation = Neighbouring.parse(neighbouring)
+        return relation.value if self is PrivacyUnit.RECORD else f"user-level {relation.value}"
+
+    def relation_description(self, neighbouring: Neighbouring) -> str:
+        """The relation in words, with this unit."""
+        relation = Neighbouring.parse(neighbouring)
+        if self is PrivacyUnit.RECORD:
+            return relation.description
+        return {
+            Neighbouring.ADD_REMOVE: (
+                "datasets differ by adding or removing all the records of one user; the number "
+                "of users N is then private"
+            ),
+            Neighbouring.REPLACE_ONE: (
+                "datasets of the same public number of users N differ in all the records of "
+                "one user, replaced by another user's records (a user's clipped contribution "
+                "of norm <= G moves a sum by up to 2 G)"
+            ),
+            Neighbouring.ZERO_OUT: (
+                "datasets of the same public number of users N differ in all the records of "
+                "one user, replaced by a null user that contributes zero (Kairouz et al. 2021's "
+                "zero-out with the user as the unit); accounted like add/remove of one user"
+            ),
+        }[relation]
+
+    @classmethod
+    def parse(cls, value: PrivacyUnit | str) -> PrivacyUnit:
+        if isinstance(value, PrivacyUnit):
+            return value
+        try:
+            return cls(str(value).lower())
+        except ValueError:
+            raise ValueError(
+                f"Expected the privacy unit 'record' or 'user', got {value!r}."
+            ) from None
 
 
 _ALL_RELATIONS = frozenset(Neighbouring)

@@ -37,6 +37,7 @@ from privopt.accounting.events import (
     GaussianEvent,
     Neighbouring,
     PrivacyEvent,
+    PrivacyUnit,
     RenyiGuaranteeEvent,
     SamplingFailureEvent,
     ShuffledGaussianEvent,
@@ -65,6 +66,9 @@ class PrivacyLedger:
             computed ("add-remove", "replace-one" or "zero-out").
         assumptions: statements the privacy claim relies on (e.g. "features bounded by R in l2
             are enforced by clipping"), carried into the report.
+        unit: the privacy unit, ``"record"`` (default) or ``"user"`` (every sensitivity is
+            that of one user's whole contribution; the report names the relation
+            ``"user-level zero-out"``, :class:`~privopt.accounting.events.PrivacyUnit`).
 
     >>> ledger = PrivacyLedger("replace-one")
     >>> ledger.record(GaussianEvent(sensitivity=1.0, std=1.0, label="mean"))
@@ -72,8 +76,15 @@ class PrivacyLedger:
     4.377178
     """
 
-    def __init__(self, neighbouring: Neighbouring | str, assumptions: Iterable[str] = ()) -> None:
+    def __init__(
+        self,
+        neighbouring: Neighbouring | str,
+        assumptions: Iterable[str] = (),
+        *,
+        unit: PrivacyUnit | str = PrivacyUnit.RECORD,
+    ) -> None:
         self.neighbouring = Neighbouring.parse(neighbouring)
+        self.unit = PrivacyUnit.parse(unit)
         self._entries: list[LedgerEntry] = []
         self._assumptions: list[str] = []
         self._disclosures: list[str] = []
@@ -124,6 +135,11 @@ class PrivacyLedger:
             raise ValueError(
                 f"Cannot merge a {other.neighbouring.value!r} ledger into a "
                 f"{self.neighbouring.value!r} ledger."
+            )
+        if other.unit is not self.unit:
+            raise ValueError(
+                f"Cannot merge a ledger whose privacy unit is the {other.unit.value} into one "
+                f"whose unit is the {self.unit.value}."
             )
         for entry in other.entries:
             self.record(entry.event, partition=entry.partition)
@@ -303,13 +319,14 @@ class PrivacyLedger:
             mu=self.mu,
             accountant=name,
             accountant_description=description,
-            neighbouring=self.neighbouring.value,
-            neighbouring_description=self.neighbouring.description,
+            neighbouring=self.unit.relation_name(self.neighbouring),
+            neighbouring_description=self.unit.relation_description(self.neighbouring),
             composition=composition,
             num_partitions=parts,
             events=summarise_events(self._entries),
             assumptions=tuple(assumptions),
             non_private_releases=tuple(self._disclosures),
+            privacy_unit=self.unit.value,
         )
 
 

@@ -86,7 +86,8 @@ class PrivacyReport:
         mu: mu-GDP of the whole fit, or None when an event is not a Gaussian release.
         accountant: name of the accountant that produced ``epsilon``.
         accountant_description: what that accountant does, with its citation.
-        neighbouring: the neighbouring relation ("add-remove", "replace-one", "zero-out").
+        neighbouring: the neighbouring relation ("add-remove", "replace-one", "zero-out"; with
+            the user as the privacy unit "user-level zero-out", "user-level replace-one").
         neighbouring_description: that relation in words.
         composition: how events were composed (sequential, parallel over partitions, ...).
         num_partitions: number of disjoint data partitions used by parallel composition.
@@ -98,6 +99,8 @@ class PrivacyReport:
             processing, covered by ``epsilon``), e.g. ``coef_``, ``classes_``; every other
             attribute of a fitted estimator is the same on neighbouring data sets under the
             same seed (public configuration only).
+        privacy_unit: what one neighbouring step changes: ``"record"``, or ``"user"`` (all the
+            records of one user; :class:`~privopt.accounting.events.PrivacyUnit`).
     """
 
     epsilon: float
@@ -114,6 +117,7 @@ class PrivacyReport:
     assumptions: tuple[str, ...]
     non_private_releases: tuple[str, ...] = ()
     private_outputs: tuple[str, ...] = ()
+    privacy_unit: str = "record"
 
     def __getitem__(self, key: str) -> Any:
         """Dict-style access to the fields (``report["epsilon"]``)."""
@@ -141,10 +145,14 @@ class PrivacyReport:
                 f"at most a factor {math.exp(min(self.epsilon, 700.0)):.3g} whether or not "
                 f"{unit}, except with probability {self.delta:.2g}"
             )
+        about = (
+            "any one person's record"
+            if self.privacy_unit == "record"
+            else ("any one person, all of their records together")
+        )
         text = [
             "This result limits what anyone who sees it (the model, its predictions, this "
-            "report), whatever else they know, can learn about any one person's record in the "
-            "training data.",
+            f"report), whatever else they know, can learn about {about} in the training data.",
             f"The guarantee is {guarantee}.",
         ]
         caveats = []
@@ -186,6 +194,10 @@ class PrivacyReport:
             head.add_row("mu-GDP", _fmt(self.mu))
         head.add_row("accountant", f"{self.accountant}: {self.accountant_description}")
         head.add_row("neighbouring", f"{self.neighbouring}: {self.neighbouring_description}")
+        if self.privacy_unit != "record":
+            head.add_row(
+                "privacy unit", f"{self.privacy_unit} (all of one {self.privacy_unit}'s records)"
+            )
         head.add_row("composition", self.composition)
         events = Table(title="Recorded releases", title_justify="left")
         for col in ("mechanism", "label", "releases", "partitions", "parameters"):
@@ -227,6 +239,9 @@ _PLAIN_UNIT = {
     "replace-one": "one person's record is replaced by anyone else's",
     "zero-out": "one person's record is blanked out",
     "add-remove": "one person's record is added or removed",
+    "user-level replace-one": "all of one person's records are replaced by anyone else's",
+    "user-level zero-out": "all of one person's records are blanked out",
+    "user-level add-remove": "all of one person's records are added or removed",
 }
 
 

@@ -6,8 +6,9 @@ drawn by a :class:`~privopt.training.TrainingPlan` over users (:func:`federated_
 locally from the server model; each user's model delta is clipped to G, the server adds the
 plan's noise (independent, or correlated: BLT, banded, nu-DP-FTRL, optimal CC, tree with
 restarts) to the sum and steps a server optimiser (:func:`train_federated`). The plan is
-calibrated once by the training core; the report is the record-level accounting of the same
-plan over users, with the relation named ``"user-level zero-out"``.
+calibrated once by the training core; the ledger's privacy unit is the user
+(``PrivacyLedger(..., unit="user")``), so the report is the accounting of the same plan over
+users with the relation named ``"user-level zero-out"``.
 
 >>> import torch
 >>> from privopt.federated import UserData, federated_plan, train_federated
@@ -29,7 +30,6 @@ from privopt.federated.plan import (
     federated_plan,
     user_level_assumptions,
     user_level_relation,
-    user_level_report,
 )
 from privopt.federated.server import FederatedResult, train_federated
 
@@ -43,5 +43,4 @@ __all__ = [
     "train_federated",
     "user_level_assumptions",
     "user_level_relation",
-    "user_level_report",
 ]

@@ -34,12 +34,11 @@ Models" (ICLR 2018); zero-out neighbours are Kairouz et al. (2021), "Practical a
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from typing import Any
 
 from privopt._validate import check_count, check_positive
-from privopt.accounting import Neighbouring, PrivacyReport
+from privopt.accounting import Neighbouring, PrivacyUnit
 from privopt.noise import Mechanism, Participation, independent
 from privopt.noise.registry import MECHANISM_NAMES, canonical_mechanism, tuned_mechanism
 from privopt.training import CyclicPoissonSampling, FixedBatches, PoissonSampling, TrainingPlan
@@ -49,11 +48,10 @@ __all__ = [
     "federated_plan",
     "user_level_assumptions",
     "user_level_relation",
-    "user_level_report",
 ]
 
 #: the privacy unit of every federated run
-PRIVACY_UNIT = "user"
+PRIVACY_UNIT = PrivacyUnit.USER.value
 _SAMPLING = ("auto", "poisson", "fixed", "cyclic-poisson")
 
 
@@ -174,20 +172,11 @@ def _cyclic_plan(mechanism, name, users, cohort, epochs, clip_norm, relation, gr
 
 
 def user_level_relation(neighbouring: Neighbouring) -> tuple[str, str]:
-    """The user-level relation's name and description (``"user-level zero-out"``, ...)."""
-    if neighbouring is Neighbouring.REPLACE_ONE:
-        text = (
-            "datasets of the same public number of users N differ in all the records of one "
-            "user, replaced by another user's records (the user's clipped delta moves a round's "
-            "sum by up to 2 G)"
-        )
-    else:
-        text = (
-            "datasets of the same public number of users N differ in all the records of one "
-            "user, replaced by a null user whose model delta is zero (Kairouz et al. 2021's "
-            "zero-out with the user as the unit); accounted like add/remove of one user"
-        )
-    return f"user-level {neighbouring.value}", text
+    """The user-level relation's name and description (``"user-level zero-out"``, ...), as the
+    accounting's :class:`~privopt.accounting.events.PrivacyUnit` words it."""
+    return PrivacyUnit.USER.relation_name(neighbouring), PrivacyUnit.USER.relation_description(
+        neighbouring
+    )
 
 
 def user_level_assumptions(plan: TrainingPlan, local_steps: int) -> list[str]:
@@ -218,10 +207,3 @@ def user_level_assumptions(plan: TrainingPlan, local_steps: int) -> list[str]:
             "participation pattern"
         )
     return out
-
-
-def user_level_report(report: PrivacyReport, neighbouring: Neighbouring) -> PrivacyReport:
-    """``report`` with the relation named at the user level (the accountant's numbers are the
-    record-level ones of the plan over users, which is what user-level DP is here)."""
-    name, text = user_level_relation(neighbouring)
-    return dataclasses.replace(report, neighbouring=name, neighbouring_description=text)

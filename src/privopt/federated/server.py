@@ -40,7 +40,6 @@ from privopt.federated.plan import (
     PRIVACY_UNIT,
     user_level_assumptions,
     user_level_relation,
-    user_level_report,
 )
 from privopt.noise.rng import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
 from privopt.training import TrainingPlan
@@ -212,7 +211,7 @@ def train_federated(
 
     ledger = None
     if private:  # recorded before any record is read
-        ledger = PrivacyLedger(plan.neighbouring)
+        ledger = PrivacyLedger(plan.neighbouring, unit=PRIVACY_UNIT)
         ledger.record(plan.event())
         ledger.resolve_accountant(accountant)  # an unknown or unfit accountant, refused now
         for text in user_level_assumptions(plan, local_steps):
@@ -254,7 +253,7 @@ def train_federated(
         p.grad = None
     report = None
     if ledger is not None:
-        report = user_level_report(ledger.report(delta, accountant), plan.neighbouring)
+        report = ledger.report(delta, accountant)
     info = {
         "client_batching": batching,
         "local_steps": local_steps,

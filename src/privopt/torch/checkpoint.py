@@ -96,6 +96,7 @@ def ledger_to_dict(ledger: PrivacyLedger) -> dict[str, Any]:
         entries.append({"type": type(event).__name__, "fields": fields, "partition": partition})
     return {
         "neighbouring": ledger.neighbouring.value,
+        "unit": ledger.unit.value,
         "entries": entries,
         "assumptions": list(ledger.assumptions),
         "disclosures": list(ledger.disclosures),
@@ -105,7 +106,9 @@ def ledger_to_dict(ledger: PrivacyLedger) -> dict[str, Any]:
 def ledger_from_dict(data: dict[str, Any]) -> PrivacyLedger:
     """The ledger written by :func:`ledger_to_dict` (event types from a fixed list)."""
     classes = _event_classes()
-    ledger = PrivacyLedger(data["neighbouring"], data["assumptions"])
+    ledger = PrivacyLedger(
+        data["neighbouring"], data["assumptions"], unit=data.get("unit", "record")
+    )
     for entry in data["entries"]:
         if entry["type"] not in classes:
             raise ValueError(f"Unknown privacy event type {entry['type']!r} in the checkpoint.")
