@@ -8,7 +8,6 @@ import pytest
 from sklearn.linear_model import LogisticRegression
 from sklearn.model_selection import train_test_split
 from sklearn.pipeline import make_pipeline
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from privopt import DPLinearClassifier, DPSGDRegressor
 from privopt.datasets import make_linear_regression
@@ -138,29 +137,8 @@ def test_bad_input(estimator, kwargs, match):
         estimator(**params).fit(X, y)
 
 
-EXPECTED_FAILURES = {
-    # a private model on scikit-learn's tiny check datasets does not reach its accuracy bars
-    "check_classifiers_train": "private fit on a few dozen rows",
-    "check_regressors_train": "private fit on a few dozen rows",
-}
-
-
-@pytest.mark.filterwarnings("ignore::privopt.PrivacyLeakWarning")
-@parametrize_with_checks(
-    [
-        # scikit-learn's checks fit a few dozen rows with many label sets: too few to release
-        # one privately, so they take it from y by explicit, reported request
-        DPLinearClassifier(
-            feature_bounds=(-5, 5), steps=300, epsilon=5.0, random_state=0, classes="observed"
-        ),
-        DPSGDRegressor(
-            feature_bounds=(-5, 5), target_bounds=(-10, 10), steps=300, epsilon=5.0, random_state=0
-        ),
-    ],
-    expected_failed_checks=lambda est: EXPECTED_FAILURES,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
+# scikit-learn's estimator checks for these two estimators (same configurations) run once, in
+# tests/estimators/test_sklearn_checks.py, with every other privopt estimator.
 
 
 def test_srgd_method_single_epoch_accelerated():
