@@ -7,17 +7,7 @@ import sys
 import numpy as np
 import pytest
 
-from privopt.cli import main
-
-
-def run(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from cli_runner import run
 
 
 @pytest.mark.parametrize(

@@ -8,19 +8,14 @@ import time
 
 import pytest
 
+from cli_runner import run as run_cli
 from privopt import _cli_fit_backend
-from privopt.cli import main
 
 
 def run(capsys, *argv):
-    code = 0
+    """(exit code, stdout, stderr, seconds) of ``privopt *argv`` in this process."""
     start = time.perf_counter()
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err, time.perf_counter() - start
+    return (*run_cli(capsys, *argv), time.perf_counter() - start)
 
 
 def one_line_error(code, err, *needles):

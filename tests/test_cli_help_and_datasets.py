@@ -6,18 +6,9 @@ import json
 import pytest
 import typer
 
-from privopt.cli import app, main
+from cli_runner import run
+from privopt.cli import app
 from privopt.datasets import load_power_plant
-
-
-def run(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _command_paths(command, prefix=()):

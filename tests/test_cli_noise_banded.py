@@ -4,7 +4,7 @@ import json
 
 import pytest
 
-from privopt.cli import main
+from cli_runner import run
 from privopt.noise import (
     Participation,
     banded_toeplitz,
@@ -13,16 +13,6 @@ from privopt.noise import (
     optimal_cc,
     optimize_banded_toeplitz,
 )
-
-
-def run(capsys, *argv):
-    code = 0
-    try:
-        main(list(argv))
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 def _banded_rows(rows):

@@ -11,20 +11,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cli_runner import run
 from privopt import __version__
-from privopt.cli import main
 
 BOUNDS = {"features": {"a": [-3, 3], "b": [-3, 3]}, "target": [-10, 10]}
-
-
-def run(capsys, *argv):
-    code = 0
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.fixture
