@@ -6,6 +6,7 @@ ledger (parallel composition over the T disjoint rounds), single-pass data usage
 the added noise, and faithfulness to the paper's prediction on its Gaussian model.
 """
 
+import dataclasses
 import importlib
 import math
 import re
@@ -17,7 +18,6 @@ from scipy import stats
 from privopt.accounting import (
     GaussianEvent,
     PrivacyLedger,
-    gdp_epsilon,
     gdp_mu,
     zcdp_epsilon,
 )
@@ -28,7 +28,9 @@ from privopt.algorithms import (
     practical_config,
     theory_config,
 )
+from privopt.algorithms.ambssgd import ambssgd_plan
 from privopt.datasets import make_linear_regression
+from privopt.training import FixedBatches, PoissonSampling, TrainingPlan
 
 # Tests of the clipping behaviour read the non-private clip fractions on purpose.
 pytestmark = pytest.mark.filterwarnings(
@@ -66,10 +68,64 @@ def small_config(**overrides) -> AMBSSGDConfig:
 def test_gdp_calibration_is_exact(epsilon, stat_budget):
     alpha_s, alpha_g = noise_multipliers(epsilon, DELTA, stat_budget, "gdp")
     mu = math.sqrt(alpha_s**-2 + alpha_g**-2)
-    assert mu == pytest.approx(gdp_mu(epsilon, DELTA), rel=1e-12)
+    # exact up to the calibration's verified rounding toward more noise (1e-12 relative steps)
+    assert mu == pytest.approx(gdp_mu(epsilon, DELTA), rel=1e-11)
     # stat_budget is DP-STAT's share of mu^2
     assert alpha_s**-2 / mu**2 == pytest.approx(stat_budget, rel=1e-12)
-    assert gdp_epsilon(mu, DELTA) <= epsilon * (1 + 1e-9)
+    # verified on the round's recorded events, through a ledger, with no slack
+    ledger = PrivacyLedger("replace-one")
+    ledger.record(thresholds_module.DPStatThreshold(1.0, alpha_s).event())
+    ledger.record(GaussianEvent(2.0, 2.0 * alpha_g))
+    assert ledger.epsilon(DELTA) <= epsilon
+
+
+@pytest.mark.parametrize("stat_budget", [0.1, 0.5, 0.9])
+@pytest.mark.parametrize("mu", [0.05, 0.7, 3.0])
+def test_gdp_mu_target_is_met_and_tight(mu, stat_budget):
+    """A GDP share (the estimator's hand-over) calibrates the round to at most mu, within an ulp
+    or a nudge of it, against the plain float64 formula alpha = 1 / sqrt(share mu^2)."""
+    alpha_s, alpha_g = noise_multipliers(1.0, DELTA, stat_budget, "gdp", mu=mu)
+    assert math.sqrt(alpha_s**-2 + alpha_g**-2) <= mu
+    assert alpha_s == pytest.approx(1.0 / math.sqrt(stat_budget * mu**2), rel=1e-11)
+    assert alpha_g == pytest.approx(1.0 / math.sqrt((1.0 - stat_budget) * mu**2), rel=1e-11)
+
+
+def test_noise_plan_calibration_is_the_rounds_privacy():
+    """The multipliers come from one calibration of the tied round (DP-STAT + gradient step);
+    the run's plan at them records, per round, exactly the calibrated round's events."""
+    plan = ambssgd_module.noise_plan(0.1, 20).calibrate(mu=1.3)
+    alpha_g = plan.noise_multiplier / 2.0
+    alpha_s = plan.private_threshold.noise_multiplier
+    assert (alpha_s, alpha_g) == noise_multipliers(1.0, DELTA, 0.1, "gdp", mu=1.3)
+    round_events = [e for e, _ in plan.recorded_events()]
+    cfg = practical_config(60_000, **{**PRACTICAL, "mu": 1.3})
+    assert (cfg.stat_noise_multiplier, cfg.grad_noise_multiplier) == (alpha_s, alpha_g)
+    recorded = ambssgd_plan(60_000, cfg).recorded_events()
+    assert len(recorded) == 2 * cfg.steps
+    for t in range(cfg.steps):
+        assert [e for e, p in recorded if p == ("round", t)] == round_events
+    ledger = PrivacyLedger("replace-one")
+    for event, part in recorded:
+        ledger.record(event, partition=part)
+    assert ledger.mu <= 1.3
+
+
+def test_tied_threshold_rules():
+    """An uncalibrated tied plan has no noise yet; a tied threshold with a fixed multiplier, or
+    outside rounds, is refused."""
+    plan = ambssgd_module.noise_plan(0.5)
+    with pytest.raises(ValueError, match="no noise multiplier yet"):
+        plan.event()
+    with pytest.raises(ValueError, match="noise_multiplier=None"):
+        dataclasses.replace(plan, noise_multiplier=1.0)
+    with pytest.raises(ValueError, match="use Rounds"):
+        dataclasses.replace(plan, batches=FixedBatches(1))
+    with pytest.raises(ValueError, match="stat_budget"):
+        ambssgd_module.DPStatShare(1.0, 1.0)
+    with pytest.raises(ValueError, match="Gaussian events"):
+        TrainingPlan(
+            100, PoissonSampling(0.1, 10), clip_norm=1.0, neighbouring="zero-out"
+        ).calibrate(mu=1.0)
 
 
 @pytest.mark.parametrize("epsilon", [0.5, 1.0, 4.0])

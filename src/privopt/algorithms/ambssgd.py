@@ -27,6 +27,13 @@ in **parallel**: the whole fit is mu-GDP with mu^2 = 1/alpha_s^2 + 1/alpha_g^2. 
 the same releases in zCDP (rho = 1/alpha^2 with alpha_s = alpha_g = alpha); privopt calibrates in
 exact GDP, which needs less noise for the same (epsilon, delta).
 
+Calibration: :func:`noise_plan` is the uncalibrated plan of one round with DP-STAT's noise tied
+to the gradient's (:class:`DPStatShare`: DP-STAT's share of mu^2); ``plan.calibrate(epsilon,
+delta)`` or ``plan.calibrate(mu=...)`` (the training core's one calibration,
+:func:`privopt.training.calibrate_noise_multiplier`) sets both multipliers at once, verified on
+the round's recorded events; :func:`practical_config` sizes the rounds from them and
+:func:`ambssgd_plan` is the run's plan at those multipliers.
+
 Practical changes, each keeping the proof intact (they only change public constants or
 post-process private outputs):
 
@@ -42,7 +49,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -52,7 +59,7 @@ from privopt._validate import (
     check_positive,
     check_probability,
 )
-from privopt.accounting import PrivacyLedger, gdp_mu, zcdp_rho
+from privopt.accounting import PrivacyLedger, zcdp_rho
 from privopt.algorithms.result import FitTrace
 from privopt.clipping.dp_stat import check_margin, dp_stat_margin
 from privopt.training import SGD, Rounds, TrainingPlan, execute
@@ -60,12 +67,14 @@ from privopt.training.thresholds import DPStatThreshold
 
 __all__ = [
     "AMBSSGDConfig",
+    "DPStatShare",
     "ambssgd_plan",
     "check_ledger",
     "dp_ambssgd",
     "execute_rounds",
     "moment_config",
     "noise_multipliers",
+    "noise_plan",
     "practical_config",
     "theory_config",
 ]
@@ -121,38 +130,106 @@ class AMBSSGDConfig:
         return math.sqrt(self.stat_noise_multiplier**-2 + self.grad_noise_multiplier**-2)
 
 
+@dataclass(frozen=True)
+class DPStatShare:
+    """DP-STAT with its noise tied to the gradient step's: a
+    :class:`~privopt.training.plan.TiedThreshold` holding ``stat_budget``, DP-STAT's share of
+    each round's GDP budget mu^2 (the rest goes to the gradient step).
+
+    At the plan's noise multiplier m = 2 alpha_g (replace-one unit clip), the gradient step is
+    1/alpha_g-GDP, i.e. (1 - share) mu^2 = alpha_g^-2; DP-STAT then gets share mu^2 = alpha_s^-2,
+    so alpha_s = alpha_g sqrt((1 - share) / share) (:meth:`at_noise`). One calibration of the
+    plan sets both.
+    """
+
+    domain: float
+    stat_budget: float
+    queries: int = 20
+    margin: float | str = "auto"
+    scale: float = 1.0
+    needs_stat_rows: ClassVar[bool] = True
+
+    def __post_init__(self) -> None:
+        check_positive("domain", self.domain)
+        share = check_finite("stat_budget", self.stat_budget)
+        if not 0.0 < share < 1.0:
+            raise ValueError(f"Expected stat_budget in (0, 1), got {share!r}.")
+        check_count("queries", self.queries)
+        check_margin(self.margin)
+        check_positive("scale", self.scale)
+
+    def at_noise(self, multiplier: float) -> DPStatThreshold:
+        alpha_g = check_positive("multiplier", multiplier) / 2.0
+        alpha_s = alpha_g * math.sqrt((1.0 - self.stat_budget) / self.stat_budget)
+        return DPStatThreshold(self.domain, alpha_s, self.queries, self.margin, self.scale)
+
+    def describe(self) -> str:
+        return (
+            f"DP-STAT (K = {self.queries} counts) with {self.stat_budget:g} of each round's "
+            "GDP mu^2, its noise set with the gradient's by the plan's calibration"
+        )
+
+
+def noise_plan(stat_budget: float, queries: int = 20) -> TrainingPlan:
+    """The uncalibrated plan whose one calibration sets DP-AMBSSGD's (alpha_s, alpha_g).
+
+    One round of one DP-STAT row and one gradient row: DP-STAT tied to the gradient step
+    (:class:`DPStatShare`), replace-one, unit clip. A round's releases (K counts of std
+    alpha_s sqrt(K), then ``GaussianEvent(2, 2 alpha_g)``) do not depend on N, T, b, s, the
+    domain or the clip scale, and rounds compose in parallel, so this round's calibration is
+    the fit's: :func:`ambssgd_plan` of any layout at these multipliers records the same events
+    per round (tested).
+    """
+    return TrainingPlan(
+        2,
+        Rounds(1, 1, 1),
+        clip_norm=1.0,
+        neighbouring="replace-one",
+        label="clipped gradient step",
+        private_threshold=DPStatShare(1.0, stat_budget, queries),
+    )
+
+
 def noise_multipliers(
     epsilon: float,
     delta: float,
     stat_budget: float = 0.5,
     calibration: str = "gdp",
     mu: float | None = None,
+    queries: int = 20,
 ) -> tuple[float, float]:
     """(alpha_s, alpha_g) making one round, hence the fit, (epsilon, delta)-DP.
 
-    ``calibration="gdp"`` (default) solves mu^2 = alpha_s^-2 + alpha_g^-2 = gdp_mu(eps, delta)^2
-    exactly; ``"zcdp"`` uses rho = (alpha_s^-2 + alpha_g^-2)/2 with the tight conversion;
-    ``"paper"`` is Theorem 9's alpha = sqrt(8 log(1/delta)) / epsilon for both (valid for
-    epsilon <= log(1/delta)). ``mu`` (GDP, with ``calibration="gdp"``) replaces
-    gdp_mu(epsilon, delta): the budget left when other releases share the same records.
+    ``calibration="gdp"`` (default): :func:`noise_plan` calibrated once to (epsilon, delta), or
+    to mu-GDP with ``mu`` (the budget left when other releases share the same records), i.e.
+    alpha_s^-2 + alpha_g^-2 = gdp_mu(epsilon, delta)^2 (or mu^2) exactly, rounded toward more
+    noise. ``"zcdp"``: the same plan calibrated to rho-zCDP, rho = (alpha_s^-2 + alpha_g^-2) / 2
+    the largest meeting the target under the tight conversion (``mu = sqrt(2 rho)``).
+    ``"paper"``: Theorem 9's formula alpha = sqrt(8 log(1/delta)) / epsilon for both (valid for
+    epsilon <= log(1/delta)), not a calibration. ``queries``: DP-STAT's K (its event is K counts;
+    the GDP mu does not depend on K, its floating-point value may by an ulp).
     """
     epsilon = check_positive("epsilon", epsilon)
     delta = check_probability("delta", delta)
     stat_budget = check_finite("stat_budget", stat_budget)
     if not 0.0 < stat_budget < 1.0:
         raise ValueError(f"Expected stat_budget in (0, 1), got {stat_budget!r}.")
-    if calibration == "gdp":
-        total = (gdp_mu(epsilon, delta) if mu is None else check_positive("mu", mu)) ** 2
-    elif calibration == "zcdp":
-        total = 2.0 * zcdp_rho(epsilon, delta)
-    elif calibration == "paper":
+    if calibration == "paper":
         if epsilon > math.log(1.0 / delta):
             raise ValueError("The paper's alpha needs epsilon <= log(1/delta).")
         alpha = math.sqrt(8.0 * math.log(1.0 / delta)) / epsilon
         return alpha, alpha
+    plan = noise_plan(stat_budget, queries)
+    if calibration == "gdp":
+        if mu is None:
+            plan = plan.calibrate(epsilon, delta)
+        else:
+            plan = plan.calibrate(mu=check_positive("mu", mu))
+    elif calibration == "zcdp":
+        plan = plan.calibrate(mu=math.sqrt(2.0 * zcdp_rho(epsilon, delta)))
     else:
         raise ValueError(f"Expected calibration in ('gdp', 'zcdp', 'paper'), got {calibration!r}.")
-    return 1.0 / math.sqrt(stat_budget * total), 1.0 / math.sqrt((1.0 - stat_budget) * total)
+    return plan.private_threshold.noise_multiplier, plan.noise_multiplier / 2.0
 
 
 def theory_config(
@@ -194,7 +271,7 @@ def theory_config(
         )
     r_x = math.sqrt(row_norm_sq)
     log_n = math.log(n)
-    alpha_s, alpha_g = noise_multipliers(epsilon, delta, 0.5, calibration)
+    alpha_s, alpha_g = noise_multipliers(epsilon, delta, 0.5, calibration, queries=stat_queries)
     return AMBSSGDConfig(
         steps=steps,
         batch_size=batch_size,
@@ -254,7 +331,7 @@ def practical_config(
         ("kappa", kappa),
     ):
         check_positive(name, value)
-    alpha_s, alpha_g = noise_multipliers(epsilon, delta, stat_budget, "gdp", mu=mu)
+    alpha_s, alpha_g = noise_multipliers(epsilon, delta, stat_budget, "gdp", mu, stat_queries)
     margin = dp_stat_margin(alpha_s, stat_queries)
 
     def layout(rows: int) -> tuple[int, int, int]:

@@ -67,7 +67,7 @@ from privopt.training.batching import BatchStrategy, Rounds, is_independent
 from privopt.training.calibrate import calibrate_noise_multiplier
 from privopt.training.thresholds import PrivateThreshold
 
-__all__ = ["PlanAnalysis", "TrainingPlan"]
+__all__ = ["PlanAnalysis", "TiedThreshold", "TrainingPlan"]
 
 
 class PlanAnalysis(Protocol):
@@ -79,6 +79,20 @@ class PlanAnalysis(Protocol):
     It may also state the plan's assumptions (``assumptions(plan) -> list[str]``)."""
 
     def event(self, plan: TrainingPlan, multiplier: float) -> PrivacyEvent: ...
+
+
+class TiedThreshold(Protocol):
+    """A private threshold whose noise is a fixed multiple of the plan's, so that one
+    calibration sets both (Varshney et al.'s (2022) DP-AMBSSGD splits each round's GDP budget
+    between DP-STAT and the gradient step at a fixed ratio). ``at_noise(multiplier)`` is the
+    threshold rule at the plan's noise multiplier; an uncalibrated plan holds the tied rule and
+    :meth:`TrainingPlan.calibrate` replaces it by ``at_noise(sigma)``, calibrating one round's
+    releases (the threshold's, then the gradient step's) together. Rounds only: their releases
+    share the round's partition, and rounds compose in parallel."""
+
+    def at_noise(self, multiplier: float) -> PrivateThreshold: ...
+
+    def describe(self) -> str: ...
 
 
 @dataclass(frozen=True)
@@ -117,7 +131,7 @@ class TrainingPlan:
     #: the DP-FTRL-Σ paper's (Private Overparameterized Linear Regression, anonymous submission)
     #: RESIDUALEST); ``clip_norm`` is then 1 (the unit clip of the gradient stream)
     #: and the threshold's own releases are events built from its fields
-    private_threshold: PrivateThreshold | None = None
+    private_threshold: PrivateThreshold | TiedThreshold | None = None
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "num_records", check_count("num_records", self.num_records))
@@ -161,6 +175,17 @@ class TrainingPlan:
                 )
             if not self.batches.admits_private_threshold:
                 raise ValueError("Private thresholds are analysed for rounds and fixed batches.")
+            if self._tied_threshold() is not None:
+                if self.noise_multiplier is not None:
+                    raise ValueError(
+                        "A threshold tied to the plan's noise is set by plan.calibrate(...): "
+                        "build the plan with noise_multiplier=None."
+                    )
+                if not self.batches.disjoint_steps:
+                    raise ValueError(
+                        "A threshold tied to the plan's noise is calibrated with one round's "
+                        "releases: use Rounds."
+                    )
             if getattr(self.private_threshold, "needs_stat_rows", False) and not (
                 getattr(self.batches, "stat_size", 0) > 0
             ):
@@ -315,13 +340,44 @@ class TrainingPlan:
             out.append((event, part))
         return out + [(e, p) for p, events in by_round.items() for e in events]
 
-    def calibrate(self, epsilon: float, delta: float, accountant: str = "auto") -> TrainingPlan:
-        """A new plan whose noise makes this run alone (epsilon, delta)-DP (verified, rounded
-        toward more noise; see :func:`privopt.training.calibrate_noise_multiplier`)."""
+    def calibrate(
+        self,
+        epsilon: float | None = None,
+        delta: float | None = None,
+        accountant: str = "auto",
+        *,
+        mu: float | None = None,
+    ) -> TrainingPlan:
+        """A new plan whose noise makes this run alone (epsilon, delta)-DP, or mu-GDP with
+        ``mu=`` (a GDP budget share; Gaussian events only), verified and rounded toward more
+        noise (see :func:`privopt.training.calibrate_noise_multiplier`). A
+        :class:`TiedThreshold` is calibrated with the gradient step (one round's releases) and
+        replaced by its rule at the calibrated noise.
+
+        >>> from privopt.training import FixedBatches
+        >>> plan = TrainingPlan(100, FixedBatches(10), clip_norm=1.0).calibrate(mu=0.5)
+        >>> plan.noise_multiplier, plan.mu
+        (2.0, 0.5)
+        """
+        tied = self._tied_threshold()
+        factory = self._event if tied is None else self._round_events
         sigma = calibrate_noise_multiplier(
-            self._event, epsilon, delta, self.neighbouring, accountant
+            factory, epsilon, delta, self.neighbouring, accountant, mu=mu
         )
-        return dataclasses.replace(self, noise_multiplier=sigma)
+        if tied is None:
+            return dataclasses.replace(self, noise_multiplier=sigma)
+        return dataclasses.replace(
+            self, noise_multiplier=sigma, private_threshold=tied.at_noise(sigma)
+        )
+
+    def _tied_threshold(self) -> TiedThreshold | None:
+        return self.private_threshold if hasattr(self.private_threshold, "at_noise") else None
+
+    def _round_events(self, sigma: float) -> tuple[PrivacyEvent, ...]:
+        """One round's releases at multiplier ``sigma``: the tied threshold's, then the
+        gradient step's (in :meth:`recorded_events`' order)."""
+        rule = self._tied_threshold().at_noise(sigma)
+        return (*(e for e, _ in rule.events(1, Rounds.partition)), self._event(sigma))
 
     def assumptions(self) -> list[str]:
         """What the plan's privacy claim relies on, in words (for the report).
