@@ -18,7 +18,8 @@ step, replace-one neighbours) are offered:
   closest to 1/2 is used (Remark 4). Lemma 13's sufficient condition is not relied on: it is false
   for 18 <= n <= 43 (docs/theory/non-smooth-sgd.md#beta-in-practice).
 * ``"rdp"``: dp_accounting's RDP of the sampled-without-replacement Gaussian (one record of n),
-  composed over T steps, with sigma calibrated to the target by a verified root search.
+  composed over T steps: the fit's uncalibrated plan calibrated once to the target
+  (``plan.calibrate``, the training core's one calibration, verified).
 
 ``"auto"`` (the default) uses the valid analysis with the smaller sigma, and says which in the
 report. The domain must be bounded: on R^d the per-step sensitivity 2 (M + L ||w_t||^alpha) is
@@ -28,6 +29,7 @@ docs/theory/non-smooth-sgd.md#unbounded-domains).
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Hashable
@@ -252,10 +254,22 @@ def dp_sgd_gradient(
         raise ValueError(f"The {problem.loss.name} loss has no finite gradient bound on the ball.")
     n = problem.n
 
-    paper = theorem11_noise(epsilon, delta, n, steps, bound)
-    rdp_sigma = (
-        rdp_gradient_noise(epsilon, delta, n, steps, bound) if accounting != "paper" else None
+    # Algorithm 2 on the training core: one uniformly sampled record per step, gradients
+    # clipped at G (a no-op within the bound; it makes the sensitivity hold by construction),
+    # noise std sigma = (sigma / G) G, w <- Proj_R(w - eta (g + b)), mean of w_1 .. w_T. One
+    # uncalibrated plan; the RDP analysis calibrates it once, and Theorem 11 (a formula over a
+    # grid of beta, not a calibration) gives the same plan at the paper's sigma with its own
+    # analysis; the smaller valid noise runs.
+    plan = TrainingPlan(
+        n,
+        SampledWithoutReplacement(1, steps),
+        clip_norm=bound,
+        neighbouring="replace-one",
+        label="noisy SGD steps (one record of n per step)",
     )
+    paper = theorem11_noise(epsilon, delta, n, steps, bound)
+    rdp_plan = plan.calibrate(epsilon, delta) if accounting != "paper" else None
+    rdp_sigma = None if rdp_plan is None else rdp_plan.noise_std
     if accounting == "paper" and paper is None:
         raise ValueError(
             f"No beta in (0, 1) satisfies Theorem 11's conditions (32)-(33) at n={n}, T={steps}, "
@@ -267,20 +281,13 @@ def dp_sgd_gradient(
     use_paper = accounting == "paper" or (
         accounting == "auto" and paper is not None and paper.sigma <= rdp_sigma
     )
+    if use_paper:
+        plan = dataclasses.replace(
+            plan, noise_multiplier=paper.sigma / bound, analysis=Theorem11Analysis(paper.order)
+        )
+    else:
+        plan = rdp_plan
     sigma = paper.sigma if use_paper else rdp_sigma
-
-    # Algorithm 2 on the training core: one uniformly sampled record per step, gradients
-    # clipped at G (a no-op within the bound; it makes the sensitivity hold by construction),
-    # noise std sigma = (sigma / G) G, w <- Proj_R(w - eta (g + b)), mean of w_1 .. w_T.
-    plan = TrainingPlan(
-        n,
-        SampledWithoutReplacement(1, steps),
-        clip_norm=bound,
-        noise_multiplier=sigma / bound,
-        neighbouring="replace-one",
-        analysis=Theorem11Analysis(paper.order) if use_paper else None,
-        label="noisy SGD steps (one record of n per step)",
-    )
     ledger = problem.ledger(ledger)
     coef, trace, info = execute(
         plan,
