@@ -1,6 +1,8 @@
 """Wang et al.'s (2022) algorithms: the SGD engine, DP-SGD-Output (Alg. 1), DP-SGD-Gradient (Alg.
 2)."""
 
+import dataclasses
+import importlib
 import math
 
 import numpy as np
@@ -9,6 +11,7 @@ from scipy import stats
 
 from privopt.accounting import calibrate_gaussian_sigma
 from privopt.algorithms.gradient_perturbation import (
+    Theorem11Analysis,
     dp_sgd_gradient,
     theorem11_conditions,
     theorem11_noise,
@@ -19,6 +22,9 @@ from privopt.algorithms.holder_stability import uas_bound
 from privopt.algorithms.output_perturbation import dp_sgd_output
 from privopt.algorithms.projected_sgd import projected_sgd
 from privopt.losses import get_loss
+from privopt.training import TrainingPlan
+
+gradient_module = importlib.import_module("privopt.algorithms.gradient_perturbation")
 
 
 def _classification(n, d=5, seed=0):
@@ -307,6 +313,52 @@ def test_report_epsilon_never_exceeds_the_target(accounting, epsilon):
         valid = [s for s in (fit.info["paper_sigma"], fit.info["rdp_sigma"]) if s is not None]
         assert fit.info["sigma"] == min(valid)
         assert any("accounting used" in a for a in fit.report.assumptions)
+
+
+@pytest.mark.parametrize("accounting", ["rdp", "paper", "auto"])
+def test_one_plan_is_calibrated_once_and_runs(monkeypatch, accounting):
+    """The fit's uncalibrated plan is calibrated once (not for "paper": Theorem 11 is a
+    formula), and the plan that runs is that calibration's, or the same plan at Theorem 11's
+    sigma with its analysis: the multiplier the ledger's event carries is the one run."""
+    calls, runs = [], []
+    calibrate, execute = TrainingPlan.calibrate, gradient_module.execute
+
+    def counting(self, *args, **kwargs):
+        calls.append(calibrate(self, *args, **kwargs))
+        return calls[-1]
+
+    def recording(plan, *args, **kwargs):
+        runs.append(plan)
+        return execute(plan, *args, **kwargs)
+
+    monkeypatch.setattr(TrainingPlan, "calibrate", counting)
+    monkeypatch.setattr(gradient_module, "execute", recording)
+    X, y = _classification(1500)
+    fit = dp_sgd_gradient(
+        X,
+        y,
+        "logistic",
+        epsilon=2.0,
+        delta=1e-6,
+        x_bound=1.0,
+        radius=2.0,
+        eta=0.2,
+        steps=1500,
+        rng=np.random.default_rng(1),
+        accounting=accounting,
+    )
+    assert len(calls) == (0 if accounting == "paper" else 1)
+    (plan,) = runs
+    bound = fit.info["gradient_bound"]
+    if fit.info["accounting"] == "rdp":
+        assert plan is calls[0] and plan.analysis is None
+        assert plan.noise_std == fit.info["sigma"] == fit.info["rdp_sigma"]
+    else:
+        assert isinstance(plan.analysis, Theorem11Analysis)
+        assert plan.noise_multiplier == fit.info["paper_sigma"] / bound
+        if calls:  # "auto": the same plan as the calibrated one, at the paper's noise
+            uncalibrated = dataclasses.replace(calls[0], noise_multiplier=None)
+            assert dataclasses.replace(plan, noise_multiplier=None, analysis=None) == uncalibrated
 
 
 def test_gradient_perturbation_refuses_an_unbounded_domain():
