@@ -4,7 +4,7 @@ participation, bad input."""
 import numpy as np
 import pytest
 
-from privopt.accounting import gdp_epsilon, zcdp_epsilon
+from privopt.accounting import gdp_epsilon, zcdp_epsilon, zcdp_rho
 from privopt.algorithms import (
     GenericModel,
     calibrate_ftrl_noise,
@@ -122,6 +122,35 @@ def test_zcdp_calibration_meets_the_target_through_rho():
     assert zcdp_epsilon(s**2 / (2 * sigma**2), 1e-6) == pytest.approx(2.0, rel=1e-9)
     gdp_sigma, _ = calibrate_ftrl_noise(mech, steps, pattern, 2.0, 1e-6)
     assert gdp_sigma < sigma  # exact GDP needs less noise
+    # the float64 formula sigma = s / sqrt(2 rho), at most rounded toward more noise
+    rho = zcdp_rho(2.0, 1e-6)
+    assert sigma >= s / np.sqrt(2.0 * rho)
+    assert sigma == pytest.approx(s / np.sqrt(2.0 * rho), rel=1e-11)
+
+
+def test_zcdp_fit_runs_its_plans_one_calibration():
+    """dp_ftrl(calibration="zcdp") calibrates its plan once to mu = sqrt(2 rho): the run's
+    multiplier is calibrate_ftrl_noise's (unit clip), and the report's rho is the target's."""
+    X, y = _linear_data()
+    mech = nu_dpftrl(0.05)
+    fit = dp_ftrl(
+        X,
+        y,
+        mechanism=mech,
+        epsilon=1.0,
+        delta=1e-6,
+        clip_norm=1.0,
+        learning_rate=0.05,
+        batch_size=40,
+        epochs=2,
+        rng=np.random.default_rng(0),
+        calibration="zcdp",
+    )
+    steps, pattern = ftrl_participation(X.shape[0], 40, 2)
+    sigma, s = calibrate_ftrl_noise(mech, steps, pattern, 1.0, 1e-6, calibration="zcdp")
+    assert fit.report.rho <= zcdp_rho(1.0, 1e-6)
+    assert fit.report.rho == pytest.approx(s**2 / (2 * sigma**2), rel=1e-12)
+    assert fit.report.epsilon <= 1.0
 
 
 def test_participation_pattern_of_fixed_batches():

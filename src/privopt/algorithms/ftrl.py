@@ -29,7 +29,6 @@ is used (the paper's DP-FTRL does not use it either).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Callable
 from typing import Any
@@ -96,18 +95,24 @@ def calibrate_ftrl_noise(
 ) -> tuple[float, float]:
     """(sigma, unit sensitivity s) making DP-FTRL (epsilon, delta)-DP.
 
-    ``"gdp"``: sigma = s / gdp_mu(epsilon, delta), exact for this single Gaussian mechanism.
-    ``"zcdp"``: sigma = s / sqrt(2 rho) with rho the largest zCDP rho meeting the target under
-    the tight conversion (the paper's Theorem 1.1 route; slightly more noise).
+    Both routes are the training core's one calibration of the unit-clip event
+    ``GaussianEvent(s, sigma)`` (:func:`privopt.training.calibrate_noise_multiplier`, verified,
+    rounded toward more noise). ``"gdp"``: sigma = s / gdp_mu(epsilon, delta), exact for this
+    single Gaussian mechanism. ``"zcdp"``: the target rho, the largest zCDP rho meeting
+    (epsilon, delta) under the tight conversion (the paper's Theorem 1.1 route; slightly more
+    noise), as the GDP target mu = sqrt(2 rho) (a Gaussian mechanism is (mu^2 / 2)-zCDP), i.e.
+    sigma = s / sqrt(2 rho).
     """
     sensitivity = mechanism.sensitivity(steps, participation)
-    if calibration == "gdp":  # the core's one calibration, on the unit-clip event
-        sigma = calibrate_noise_multiplier(
-            lambda s: GaussianEvent(sensitivity, s), epsilon, delta, "zero-out"
-        )
-        return sigma, sensitivity
+
+    def event(s: float) -> GaussianEvent:
+        return GaussianEvent(sensitivity, s)
+
+    if calibration == "gdp":
+        return calibrate_noise_multiplier(event, epsilon, delta, "zero-out"), sensitivity
     if calibration == "zcdp":
-        return sensitivity / math.sqrt(2.0 * zcdp_rho(epsilon, delta)), sensitivity
+        mu = math.sqrt(2.0 * zcdp_rho(epsilon, delta))
+        return calibrate_noise_multiplier(event, neighbouring="zero-out", mu=mu), sensitivity
     raise ValueError(f"Expected calibration in ('gdp', 'zcdp'), got {calibration!r}.")
 
 
@@ -196,11 +201,10 @@ def dp_ftrl(
         raise ValueError("adaptive_clipping needs calibration='gdp' (the plan's own event).")
     if calibration == "gdp":
         plan = plan.calibrate(epsilon, delta)
-    else:  # the paper's zCDP route (slightly more noise), then the plan's own event
-        sigma, _ = calibrate_ftrl_noise(
-            plan.mechanism, plan.steps, plan.participation, epsilon, delta, calibration
-        )
-        plan = dataclasses.replace(plan, noise_multiplier=sigma)
+    elif calibration == "zcdp":  # the paper's route (slightly more noise): rho as mu-GDP
+        plan = plan.calibrate(mu=math.sqrt(2.0 * zcdp_rho(epsilon, delta)))
+    else:
+        raise ValueError(f"Expected calibration in ('gdp', 'zcdp'), got {calibration!r}.")
     per_epoch = X.shape[0] // batch_size
     fit = run(
         plan,
