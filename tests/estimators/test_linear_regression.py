@@ -127,7 +127,7 @@ def test_top_level_import():
         (np.ones((5000, 2)), np.full(5000, np.inf), {}, "infinity|inf"),
         (np.ones((5000, 2)), np.ones(4000), {}, "inconsistent"),
         (np.ones((0, 2)), np.ones(0), {}, "0 sample"),
-        (np.ones((500, 2)), np.ones(500), {}, "rows"),
+        (np.ones((60, 2)), np.ones(60), {}, "rows"),
         (np.ones((5000, 2)), np.ones(5000), {"epsilon": 0.0}, "epsilon"),
         (np.ones((5000, 2)), np.ones(5000), {"epsilon": float("inf")}, "epsilon"),
         (np.ones((5000, 2)), np.ones(5000), {"delta": 1.5}, "delta"),
