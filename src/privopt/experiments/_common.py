@@ -15,7 +15,7 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.accounting import PrivacyLedger, calibrate_dpsgd_noise
+from privopt.accounting import PrivacyLedger
 from privopt.algorithms.ftrl import GenericModel
 from privopt.training import SGD, PoissonSampling, TrainingPlan, execute
 
@@ -26,6 +26,7 @@ __all__ = [
     "check_epsilons",
     "check_seeds",
     "cooldown_schedule",
+    "dpsgd_plan",
     "dpsgd_poisson",
     "json_default",
     "pyplot",
@@ -134,6 +135,30 @@ def cooldown_schedule(
     return schedule
 
 
+def dpsgd_plan(
+    n: int,
+    sample_rate: float,
+    steps: int,
+    clip_norm: float,
+    noise_multiplier: float | None = None,
+) -> TrainingPlan:
+    """DP-SGD's plan (Abadi et al. 2016): Poisson sampling at rate q for T steps, clip G,
+    independent noise, zero-out neighbours; uncalibrated unless ``noise_multiplier`` is given.
+    The reproductions calibrate it once per (epsilon, delta, q, T, accountant) with
+    ``dpsgd_plan(...).calibrate(epsilon, delta, accountant, rtol=...)`` (the multiplier does
+    not depend on n or G) and reuse the multiplier across seeds."""
+    if not 0.0 < sample_rate <= 1.0:
+        raise ValueError(f"Expected sample_rate in (0, 1], got {sample_rate!r}.")
+    return TrainingPlan(
+        n,
+        PoissonSampling(sample_rate, check_count("steps", steps)),
+        check_positive("clip_norm", clip_norm),
+        noise_multiplier=noise_multiplier,
+        neighbouring="zero-out",
+        label="dp-sgd steps",
+    )
+
+
 def dpsgd_poisson(
     X: np.ndarray,
     y: np.ndarray,
@@ -156,9 +181,10 @@ def dpsgd_poisson(
     Each step samples every record independently with probability q, sums the per-example
     gradients clipped to ``clip_norm`` (through :class:`GenericModel`), adds
     N(0, (sigma G)^2 I), divides by the **expected** batch size q n (never the realised one) and
-    takes a heavy-ball step (post-processing). sigma is calibrated by
-    :func:`calibrate_dpsgd_noise`; pass ``noise_multiplier`` to reuse a calibration made for the
-    same (epsilon, delta, q, steps, accountant). Returns the last iterate and ``info`` with the
+    takes a heavy-ball step (post-processing). sigma is the calibration of the fit's
+    :func:`dpsgd_plan` (``plan.calibrate``, the training core's one calibration); pass
+    ``noise_multiplier`` to reuse a calibration made for the same (epsilon, delta, q, steps,
+    accountant). Returns the last iterate and ``info`` with the
     noise multiplier and the fit's zero-out :class:`PrivacyLedger` holding one
     :class:`PoissonSampledGaussianEvent` (``ledger.report(delta, accountant)`` is its privacy
     report; the ``dp_accounting`` analysis is add/remove-one, which covers zero-out).
@@ -171,19 +197,11 @@ def dpsgd_poisson(
         raise ValueError(f"Expected momentum in [0, 1), got {momentum!r}.")
     if not 0.0 < sample_rate <= 1.0:
         raise ValueError(f"Expected sample_rate in (0, 1], got {sample_rate!r}.")
+    plan = dpsgd_plan(X.shape[0], sample_rate, steps, clip_norm, noise_multiplier)
     if noise_multiplier is None:
-        noise_multiplier = calibrate_dpsgd_noise(epsilon, delta, sample_rate, steps, accountant)
-    sigma = check_positive("noise_multiplier", noise_multiplier)
+        plan = plan.calibrate(epsilon, delta, accountant)
+    sigma = plan.noise_multiplier
     ledger = PrivacyLedger("zero-out")
-    n = X.shape[0]
-    plan = TrainingPlan(
-        n,
-        PoissonSampling(sample_rate, steps),
-        clip_norm,
-        noise_multiplier=sigma,
-        neighbouring="zero-out",
-        label="dp-sgd steps",
-    )
     w, _, _ = execute(
         plan,
         GenericModel(grad_fn),

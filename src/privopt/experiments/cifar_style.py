@@ -55,7 +55,6 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count, check_positive, check_probability
-from privopt.accounting import calibrate_dpsgd_noise
 from privopt.algorithms.ftrl import GenericModel, dp_ftrl, ftrl_participation
 from privopt.experiments._common import (
     COOLDOWN_FACTOR,
@@ -64,6 +63,7 @@ from privopt.experiments._common import (
     check_epsilons,
     check_seeds,
     cooldown_schedule,
+    dpsgd_plan,
     dpsgd_poisson,
     pyplot,
     reproduction_environment,
@@ -255,8 +255,10 @@ def _run_grid(
             if method == "dpsgd":
                 q = batch_size / n
                 # rtol 1e-3: the result is verified feasible, so at most 0.1% more noise than needed
-                sigma = calibrate_dpsgd_noise(
-                    epsilon, delta, q, steps, dpsgd_accountant, rtol=CALIBRATION_RTOL
+                sigma = (
+                    dpsgd_plan(n, q, steps, hp["clip_norm"])
+                    .calibrate(epsilon, delta, dpsgd_accountant, rtol=CALIBRATION_RTOL)
+                    .noise_multiplier
                 )
                 reports: dict[tuple, float] = {}
                 for seed in seeds:

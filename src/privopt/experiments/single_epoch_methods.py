@@ -17,11 +17,10 @@ from typing import Any
 import numpy as np
 
 from privopt._validate import check_count
-from privopt.accounting import calibrate_dpsgd_noise
 from privopt.algorithms.ftrl import dp_ftrl
 from privopt.algorithms.result import NonPrivateDiagnosticsWarning
 from privopt.algorithms.srgd import SRGDWarning, accelerated_dp_srgd
-from privopt.experiments._common import cooldown_schedule, dpsgd_poisson
+from privopt.experiments._common import cooldown_schedule, dpsgd_plan, dpsgd_poisson
 from privopt.experiments.single_epoch_config import METHODS, MULTI_EPOCHS, PRESETS, STEP_EXPONENTS
 from privopt.losses import get_loss
 from privopt.noise import independent
@@ -189,12 +188,11 @@ def fit_method(
         lr = config["lr"] / (M * total)
         key = (float(epsilon), float(delta), q, total, accountant)
         calibration_start = time.perf_counter()
-        if key not in cache:
-            cache[key] = {
-                "sigma": calibrate_dpsgd_noise(
-                    epsilon, delta, q, total, accountant, rtol=calibration_rtol
-                )
-            }
+        if key not in cache:  # the fit's plan, calibrated once (its multiplier: not n or G)
+            plan = dpsgd_plan(n, q, total, clip).calibrate(
+                epsilon, delta, accountant, rtol=calibration_rtol
+            )
+            cache[key] = {"sigma": plan.noise_multiplier}
         sigma = cache[key]["sigma"]
         accounting = time.perf_counter() - calibration_start  # once per (epsilon, q, steps)
         loss = get_loss("logistic")

@@ -96,10 +96,12 @@ def calibrate_noise_multiplier(
     accountant: str = "auto",
     *,
     mu: float | None = None,
+    rtol: float = 1e-5,
 ) -> float:
-    """Smallest noise multiplier (to about 1e-5 relative, or exactly for Gaussian events) whose
+    """Smallest noise multiplier (to ``rtol`` relative, or exactly for Gaussian events) whose
     event is (epsilon, delta)-DP under ``neighbouring`` and ``accountant``, or mu-GDP with
-    ``mu=`` (Gaussian events only); verified.
+    ``mu=`` (Gaussian events only); verified, so a coarser ``rtol`` (a faster search) only
+    errs toward more noise.
 
     >>> from privopt.accounting import GaussianEvent
     >>> sigma = calibrate_noise_multiplier(
@@ -131,7 +133,9 @@ def calibrate_noise_multiplier(
         sigma = probe_mu / gdp_mu(epsilon, delta)
     elif isinstance(probe, PoissonSampledGaussianEvent):
         kind = "pld" if accountant == "auto" else accountant
-        sigma = calibrate_dpsgd_noise(epsilon, delta, probe.sample_rate, probe.count, kind)
+        sigma = calibrate_dpsgd_noise(
+            epsilon, delta, probe.sample_rate, probe.count, kind, rtol=rtol
+        )
     elif isinstance(probe, ShuffledGaussianEvent):
         # the event's multiplier is probe.noise_multiplier * sigma
         alpha = calibrate_shuffled_gaussian(epsilon, probe.num_records, delta)
@@ -142,7 +146,7 @@ def calibrate_noise_multiplier(
             good *= 2.0
             if good > 1e12:
                 raise ValueError("No noise multiplier below 1e12 reaches the target epsilon.")
-        sigma = feasible_boundary(excess, good=good, bad=good / 2.0, rtol=1e-5)
+        sigma = feasible_boundary(excess, good=good, bad=good / 2.0, rtol=rtol)
     return _verified(sigma, excess)
 
 

@@ -347,10 +347,12 @@ class TrainingPlan:
         accountant: str = "auto",
         *,
         mu: float | None = None,
+        rtol: float = 1e-5,
     ) -> TrainingPlan:
         """A new plan whose noise makes this run alone (epsilon, delta)-DP, or mu-GDP with
         ``mu=`` (a GDP budget share; Gaussian events only), verified and rounded toward more
-        noise (see :func:`privopt.training.calibrate_noise_multiplier`). A
+        noise (see :func:`privopt.training.calibrate_noise_multiplier`; ``rtol``: the
+        tolerance of its searches, erring toward more noise). A
         :class:`TiedThreshold` is calibrated with the gradient step (one round's releases) and
         replaced by its rule at the calibrated noise.
 
@@ -362,7 +364,7 @@ class TrainingPlan:
         tied = self._tied_threshold()
         factory = self._event if tied is None else self._round_events
         sigma = calibrate_noise_multiplier(
-            factory, epsilon, delta, self.neighbouring, accountant, mu=mu
+            factory, epsilon, delta, self.neighbouring, accountant, mu=mu, rtol=rtol
         )
         if tied is None:
             return dataclasses.replace(self, noise_multiplier=sigma)
