@@ -123,6 +123,9 @@ def account_calibrate_gaussian(
     as_json: JsonFlag = False,
 ) -> None:
     """Smallest Gaussian noise std for a target (epsilon, delta), exact and rounded up."""
+    # A what-if calculator of accounting, not a calibration of a run: it prints what
+    # privopt.accounting.calibrate_gaussian_sigma answers (next to the classical formula) and
+    # trains nothing; a fit's noise comes from its plan (TrainingPlan.calibrate).
     sigma = acc.calibrate_gaussian_sigma(epsilon, delta, sensitivity)
     result = {
         "sigma": sigma,
@@ -241,6 +244,9 @@ def account_calibrate_dpsgd(
     as_json: JsonFlag = False,
 ) -> None:
     """Smallest DP-SGD noise multiplier for a target (epsilon, delta), rounded up."""
+    # A what-if calculator of accounting (dp_accounting's answer for q and T), not a
+    # calibration of a run: it trains nothing; a fit's noise comes from its plan
+    # (TrainingPlan.calibrate, which routes a Poisson plan to this same function).
     sigma = acc.calibrate_dpsgd_noise(epsilon, delta, sample_rate, steps, accountant)  # type: ignore[arg-type]
     result = {
         "sigma": sigma,

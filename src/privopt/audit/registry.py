@@ -218,16 +218,20 @@ def selftest(
 
     m canaries, each the sensitivity-1 signal of its own Gaussian release
     ``x_i = 1[canary i in] + N(0, sigma^2)`` (noise from :func:`privopt.noise.gaussian_noise`,
-    sigma exact for (epsilon, delta)); the broken mechanism uses sigma / 3 while claiming the
-    same epsilon. One-run f-DP audit at 95%: the correct bound stays below the claim (it is a
+    sigma exact for (epsilon, delta): the training core's one calibration of the release's
+    ``GaussianEvent(1, sigma)``, verified through a zero-out ledger, as every one-shot
+    release is calibrated); the broken mechanism uses sigma / 3 while claiming the same
+    epsilon. One-run f-DP audit at 95%: the correct bound stays below the claim (it is a
     lower bound), the broken one must exceed it.
     """
-    from privopt.accounting import calibrate_gaussian_sigma
+    from privopt.accounting import GaussianEvent
     from privopt.noise import gaussian_noise
+    from privopt.training import calibrate_noise_multiplier
 
     m = check_count("canaries", canaries)
     rng = np.random.default_rng(seed)
-    sigma = calibrate_gaussian_sigma(epsilon, delta, 1.0)
+    # a canary's signal 1[canary in] has sensitivity 1 under zero-out (its presence)
+    sigma = calibrate_noise_multiplier(lambda s: GaussianEvent(1.0, s), epsilon, delta, "zero-out")
     out: dict[str, dict[str, float]] = {}
     for label, std in (("correct", sigma), ("broken", sigma / 3.0)):
         included = rng.random(m) < 0.5
