@@ -30,6 +30,7 @@ from privopt.training import TrainingPlan
 __all__ = [
     "CHECKPOINT_FIELDS",
     "FORMAT",
+    "RunCheckpoints",
     "atomic_save",
     "ledger_from_dict",
     "ledger_to_dict",
@@ -250,3 +251,35 @@ def read(path: str | os.PathLike, device: Any) -> Any:
         raise ValueError(
             f"{str(path)!r} is not a privopt.torch checkpoint ({type(error).__name__})."
         ) from None
+
+
+class RunCheckpoints:
+    """The checkpoint methods of :class:`privopt.torch.PrivateRun` (a mixin)."""
+
+    def state_dict(self) -> dict[str, Any]:
+        """Everything a resume needs (holds the secret keys: keep it secret); no ledger: a
+        resume keeps the one recorded from the plan. Only between logical steps."""
+        between = self._phase == "idle" and self._chunk >= len(self._chunks)
+        if not (between or (self._phase == "batch" and self._chunk == 0)):
+            raise RuntimeError(
+                "A checkpoint is taken between steps (after run.optimizer.step() ends a "
+                "logical batch), not in the middle of one."
+            )
+        return run_state(self)
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Resume from :meth:`state_dict` (:func:`privopt.torch.checkpoint.load_run`): the
+        same plan, optimizer type and groups, a step within the plan; all or nothing."""
+        load_run(self, state)
+
+    def save(self, path) -> None:
+        """Write :meth:`state_dict` atomically to ``path`` (data-parallel: rank 0 writes, the
+        other ranks, which hold the same state, write nothing; any world size resumes it)."""
+        state = self.state_dict()
+        if self._dist is None or self._dist.rank == 0:
+            atomic_save(state, path)
+
+    def load(self, path) -> None:
+        """Resume from a file written by :meth:`save` (refused in one line, nothing changed,
+        if it is not one)."""
+        self.load_state_dict(read(path, self.device))

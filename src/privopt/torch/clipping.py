@@ -44,6 +44,7 @@ forward never reaches gets a zero sum; an empty batch gives zero sums.
 
 from __future__ import annotations
 
+import math
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -68,6 +69,7 @@ from privopt.torch._calls import (
 )
 from privopt.torch._check import ModelCheck, check_model
 from privopt.torch._fallback import FunctionalRule
+from privopt.torch._groups import Groups, group_squared_norms, per_example
 from privopt.torch._hf import hf_layout, hf_rules, rms_rule
 from privopt.torch._layers import RULES
 from torch import nn
@@ -166,11 +168,17 @@ class GradientClipper:
         clip_norm: float,
         *,
         count_unclipped: bool = False,
+        groups: Any = None,
+        group_reduction: str = "sum",
     ):
         """(clipped sums per parameter name, the per-example losses, detached), and with
-        ``count_unclipped`` the number of examples left unclipped (a device tensor, exact and
-        un-noised: only for a caller that releases it with noise or discloses it)."""
-        clip_norm = check_positive("clip_norm", clip_norm)
+        ``count_unclipped`` the examples (users) left unclipped (a device tensor, exact and
+        un-noised). ``groups``: each example's user slot 0 .. U-1 (host array); each user's
+        summed gradient is clipped (mean: ``group_reduction``; :mod:`privopt.torch._groups`);
+        with ``clip_norm=inf`` the count is whether every user's sum is finite."""
+        clip_norm = check_positive("clip_norm", clip_norm, allow_inf=groups is not None)
+        if group_reduction not in ("sum", "mean"):
+            raise ValueError(f"Expected user_clipping 'sum' or 'mean', got {group_reduction!r}.")
         batch = batch_size(inputs)
         if batch == 0:
             sums = {
@@ -194,7 +202,10 @@ class GradientClipper:
                     f"loss_fn must return one loss per example (shape ({batch},), e.g. "
                     f"reduction='none'), got {getattr(losses, 'shape', type(losses))}."
                 )
-            sums, unclipped = self._sums(losses, clip_norm, inputs, batch)
+            if groups is not None:
+                device = next(iter(self._trainable.values())).device
+                groups = (Groups(groups, batch, device), group_reduction)
+            sums, unclipped = self._sums(losses, clip_norm, inputs, batch, groups)
         finally:
             rec.clear()
             self._taps = []
@@ -329,7 +340,7 @@ class GradientClipper:
                 stacklevel=5,
             )
 
-    def _sums(self, losses: torch.Tensor, clip_norm: float, inputs, batch: int):
+    def _sums(self, losses: torch.Tensor, clip_norm: float, inputs, batch: int, groups=None):
         calls = self._layout(inputs, batch)
         units = self._hosts(calls)
         grads = self._output_grads(losses, units, calls)
@@ -337,7 +348,7 @@ class GradientClipper:
         # would run the float32 norm matmuls in 16 bits)
         with torch.no_grad(), torch.autocast(losses.device.type, enabled=False):
             rules = self._rules(units, grads, calls, batch)
-            return self._combine(rules, batch, clip_norm)
+            return self._combine(rules, batch, clip_norm, groups)
 
     def _rules(self, units, grads, calls, batch: int) -> list:
         rules, self.methods = [], {}
@@ -399,7 +410,7 @@ class GradientClipper:
         self._taps = [(calls[k], tap_consistent(out[k][0], g)) for k, g in shared.items()]
         return out
 
-    def _combine(self, rules, batch: int, clip_norm: float):
+    def _combine(self, rules, batch: int, clip_norm: float, grouped=None):
         params = list(self._trainable.values())
         device = params[0].device
         norm_dtype = (
@@ -409,29 +420,42 @@ class GradientClipper:
         for rule in rules:
             for p in rule.params.values():
                 counts[id(p)] = counts.get(id(p), 0) + 1
-        squared = torch.zeros(batch, dtype=norm_dtype, device=device)
+        groups = None if grouped is None else grouped[0]
+        rows = batch if groups is None else groups.size  # examples, or users
+        squared = torch.zeros(rows, dtype=norm_dtype, device=device)
         shared: dict[int, torch.Tensor] = {}
         guard = 0.0
         for rule in rules:
             dtypes = [_grad_dtype(u) for u in rule.uses]
             guard = max([guard] + [_GUARD.get(d, 1e-5) for d in dtypes if d is not None])
             if all(counts[id(p)] == 1 for p in rule.params.values()):
-                norms = rule.squared_norms()
-                _check_rows(norms, (batch,), rule)
+                if groups is None:
+                    norms = rule.squared_norms()
+                else:
+                    norms = group_squared_norms(rule, groups, norm_dtype)
+                _check_rows(norms, (rows,), rule)
                 squared += norms.to(norm_dtype)
                 continue
             rule.shared = True  # a parameter with several hosts: per-example gradients summed
-            for local, value in rule.per_example().items():
+            for local, value in per_example(rule).items():
                 _check_rows(value, (batch, *rule.params[local].shape), rule)
                 key = id(rule.params[local])
                 shared[key] = shared[key] + value if key in shared else value
         for value in shared.values():
+            value = value if groups is None else groups.segment(value, norm_dtype)
             squared += value.to(norm_dtype).pow(2).flatten(1).sum(1)
         guard = max(guard, _GUARD[norm_dtype])
         norms = squared.sqrt()
         keep = torch.isfinite(norms)
-        factor = torch.where(keep, (clip_norm / (norms * (1.0 + guard))).clamp(max=1.0), 0.0)
+        mean = groups is not None and grouped[1] == "mean"
+        scale = groups.count_tensor.to(norm_dtype) if mean else 1.0
+        factor = torch.where(
+            keep, (clip_norm * scale / (norms * (1.0 + guard))).clamp(max=1.0), 0.0
+        )
         unclipped = (keep & (factor >= 1.0)).sum()  # returned only when asked for
+        if groups is not None:  # c_u (/ n_u for the mean) for each of the user's examples
+            unclipped = keep.all() if clip_norm == math.inf else unclipped
+            factor, keep = (factor / scale)[groups.index], keep[groups.index]
 
         def contract(mask) -> dict[str, torch.Tensor]:
             sums: dict[str, torch.Tensor] = {}

@@ -52,6 +52,9 @@ release, without noise, whether some example overflowed). A step the scaler skip
 is not finite) releases nothing: no noise is drawn, no step is counted, the loader yields the
 same batch again, and the next step uses the next noise of the stream.
 
+**Users** (``users=ids``, :mod:`privopt.torch._users`): the privacy unit is the user; batches
+hold all the records of the plan's users and each user's summed gradient is clipped to G.
+
 **Several processes** (:mod:`privopt.torch.distributed`): the same ``make_private`` call in
 every rank after ``torch.distributed.init_process_group`` runs one plan: each rank reads its
 share of every logical batch, :meth:`PrivateRun._reduce` all-reduces the clipped sums before
@@ -85,6 +88,7 @@ from privopt.torch._loop import (
     _trainable_ids,
     _whole,
 )
+from privopt.torch._users import LargeUser, user_assumptions, user_index
 from privopt.torch.clipping import GradientClipper, check_model
 from privopt.torch.data import as_records, check_inputs, parse_autocast
 from privopt.torch.distributed import data_parallel, public_fields
@@ -126,6 +130,7 @@ def make_private(
     loss_reduction: str = "mean",
     max_physical_batch_size: int | None = None,
     grad_scaler: Any = None,
+    users: Any = None,
     **options: Any,
 ) -> PrivateRun:
     """Wrap ``model``, ``optimizer`` and ``data`` for private training in the user's loop.
@@ -145,9 +150,13 @@ def make_private(
         max_physical_batch_size: split each logical batch into loader chunks of at most this
             many examples (gradient accumulation; one ``step()`` per chunk).
         grad_scaler: the ``torch.amp.GradScaler`` the loop uses (fp16), if any.
-        **options: ``neighbouring``, ``accountant``, ``ledger``, ``adaptive_clipping``,
-            ``allow_large_delta``, ``lr_scheduler`` (checkpointed with the run), ``autocast``
-            (the loop's autocast dtype, checked before anything is recorded), ``diagnostics``
+        users: one user id per record (aligned with ``data``): the privacy unit becomes the
+            user (:mod:`privopt.torch._users`: N users, ``batch_size`` counts users, batches
+            hold all the records of their users, each user's summed gradient is clipped;
+            ``user_clipping="mean"``: its mean). Records without an id are refused.
+        **options: ``user_clipping``, ``neighbouring``, ``accountant``, ``ledger``,
+            ``adaptive_clipping``, ``allow_large_delta``, ``lr_scheduler`` (checkpointed),
+            ``autocast`` (the loop's autocast dtype, checked up front), ``diagnostics``
             (release the exact per-step unclipped count; non-private, disclosed),
             ``distributed`` (None: data-parallel when a torch.distributed group of several
             processes is initialised; True / False: :mod:`privopt.torch.distributed`).
@@ -160,11 +169,11 @@ def make_private(
         model, optimizer, data, epsilon=epsilon, delta=delta, epochs=epochs,
         batch_size=batch_size, clip_norm=clip_norm, mechanism=mechanism, seed=seed,
         loss_reduction=loss_reduction, max_physical_batch_size=max_physical_batch_size,
-        grad_scaler=grad_scaler, **options,
+        grad_scaler=grad_scaler, users=users, **options,
     )  # fmt: skip
 
 
-class PrivateRun(LoopHooks):
+class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
     """A private run in the user's loop (see the module docstring and :func:`make_private`)."""
 
     kind = "run"  # in messages
@@ -194,24 +203,29 @@ class PrivateRun(LoopHooks):
         autocast: Any = None,
         diagnostics: bool = False,
         distributed: bool | None = None,
+        users: Any = None,
+        user_clipping: str = "sum",
     ) -> None:
         # every check on public values runs before anything is calibrated or recorded
         arguments = {k: v for k, v in locals().items() if k not in ("self", "model", "data")}
         self.records = as_records(data)
         self.epsilon = check_positive("epsilon", epsilon)
         self.delta = check_probability("delta", delta)
-        n = len(self.records)
+        self.users = user_index(users, len(self.records), user_clipping, adaptive_clipping)
+        self.user_clipping, unit = user_clipping, "records" if users is None else "users"
+        arguments["users"] = None if users is None else self.users.counts.tolist()
+        n = len(self.records) if self.users is None else self.users.num_users
         check_delta_for_rows(
             self.delta, n, allow_large=allow_large_delta, flag="allow_large_delta=True"
         )
         batch_size, epochs = _whole("batch_size", batch_size), _whole("epochs", epochs)
         if batch_size > n:
             raise ValueError(
-                f"Expected batch_size <= the {n} records, got {batch_size}; use a smaller batch."
+                f"Expected batch_size <= the {n} {unit}, got {batch_size}; use a smaller batch."
             )
         if epochs * max(1, n // batch_size) > MAX_STEPS:
             raise ValueError(
-                f"epochs={epochs} with batch_size={batch_size} on {n} records is "
+                f"epochs={epochs} with batch_size={batch_size} on {n} {unit} is "
                 f"{epochs * (n // batch_size):,} steps, above the limit of {MAX_STEPS:,} (the "
                 "noise mechanism is optimised for the whole run); use fewer epochs or larger "
                 "batches."
@@ -246,17 +260,22 @@ class PrivateRun(LoopHooks):
         if adaptive_clipping is not None:
             plan = dataclasses.replace(plan, adaptive_clipping=adaptive_clipping)
         self.plan = plan.calibrate(self.epsilon, self.delta, accountant)
-        self.ledger = PrivacyLedger(self.plan.neighbouring) if ledger is None else ledger
-        if self.ledger.neighbouring is not self.plan.neighbouring:
+        unit = "record" if self.users is None else "user"
+        self.ledger = PrivacyLedger(self.plan.neighbouring, unit=unit) if ledger is None else ledger
+        if self.ledger.neighbouring is not self.plan.neighbouring or self.ledger.unit != unit:
             raise ValueError(
-                f"The ledger uses {self.ledger.neighbouring.value!r} neighbours but the plan "
-                f"{self.plan.neighbouring.value!r}."
+                f"The ledger uses {self.ledger.neighbouring.value!r} neighbours of one "
+                f"{self.ledger.unit.value} but the plan {self.plan.neighbouring.value!r} of one "
+                f"{unit}."
             )
         if self._dist is not None:  # the same call on every rank (refused otherwise)
             self._dist.check_same(public_fields(arguments, self.plan, model, self.records))
             self._dist.broadcast_model(model)
         self.ledger.record(self.plan.event())  # before any record is read
-        for text in [*self.plan.assumptions(), CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
+        stated = self.plan.assumptions()
+        if self.users is not None:
+            stated = user_assumptions(stated, user_clipping, self.plan.clip_norm)
+        for text in [*stated, CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
             self.ledger.assume(text)
         if seed is not None:
             self.ledger.assume(SECRET_SEED_ASSUMPTION)
@@ -372,6 +391,7 @@ class PrivateRun(LoopHooks):
         self._chunk = 0
         self._sums: dict[str, torch.Tensor] | None = None
         self._unclipped = None
+        self._large = LargeUser()
         self._clear_chunk()
         self._phase = "idle"
 
@@ -422,8 +442,12 @@ class PrivateRun(LoopHooks):
             self._size = len(indices)  # the logical batch's; this rank reads its share
             indices = indices if self._dist is None else self._dist.share(indices)
             m = self.max_physical_batch_size
-            count = max(1, math.ceil(len(indices) / m)) if m else 1
-            self._chunks = [indices] if count == 1 else np.array_split(indices, count)
+            if self.users is not None:  # the step's users' records (_users: how, and chunks)
+                self._parts = self.users.chunks(indices, m)
+                self._chunks = [part.records for part in self._parts]
+            else:
+                count = max(1, math.ceil(len(indices) / m)) if m else 1
+                self._chunks = [indices] if count == 1 else np.array_split(indices, count)
             self._chunk, self._sums, self._unclipped = 0, None, None
         self._batch = self.records.batch(self._chunks[self._chunk], self.device)
         self._phase = "batch"
@@ -491,21 +515,32 @@ class PrivateRun(LoopHooks):
                 self.check(SurrogateLoss(slots), inputs, grads)
             count = self._adaptive is not None or self.diagnostics
             clip = self.plan.clip_norm if self._adaptive is None else self._adaptive.clip
+            part = None if self.users is None else self._parts[self._chunk]
+            grouped = {} if part is None else {"groups": part.slots}
+            if part is not None:  # one user larger than a chunk: its sum unclipped, for now
+                grouped["group_reduction"] = self.user_clipping
+                clip, count = (math.inf, True) if part.part else (clip, count)
             set_rng_state(self._rng[0], self.device)  # the loop's dropout masks
             context = (
                 torch.autocast(self.device.type, dtype=self._autocast_state)
                 if self._autocast_state is not None
-                else _null()
+                else contextlib.nullcontext()
             )
             with context:
                 sums, _, *rest = self._clipper.clipped_sum(
                     SurrogateLoss(slots, self._capture.seen), inputs, grads, clip,
-                    count_unclipped=count,
+                    count_unclipped=count, **grouped,
                 )  # fmt: skip
         finally:
             self._internal = False
             if self._rng is not None and self._rng[1] is not None:
                 set_rng_state(self._rng[1], self.device)
+        if part is not None and part.part is not None:
+            self._large.add(sums, rest.pop(), n, self._noise_dtype)
+            if part.part == "part":
+                return
+            sums, unclipped = self._large.clipped(self.plan.clip_norm, self.user_clipping)
+            rest = [unclipped.long()] if count else []
         if self._sums is None:
             self._sums = sums
         else:
@@ -562,36 +597,3 @@ class PrivateRun(LoopHooks):
         self.last_unclipped = unclipped if self.diagnostics else None
         self._sums = self._unclipped = None
         self.step_count += 1
-
-    # -- checkpoints ------------------------------------------------------------------------------
-    def state_dict(self) -> dict[str, Any]:
-        """Everything a resume needs (holds the secret keys: keep it secret); no ledger: a
-        resume keeps the one recorded from the plan. Only between logical steps."""
-        between = self._phase == "idle" and self._chunk >= len(self._chunks)
-        if not (between or (self._phase == "batch" and self._chunk == 0)):
-            raise RuntimeError(
-                "A checkpoint is taken between steps (after run.optimizer.step() ends a "
-                "logical batch), not in the middle of one."
-            )
-        return ckpt.run_state(self)
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Resume from :meth:`state_dict` (:func:`privopt.torch.checkpoint.load_run`): the
-        same plan, optimizer type and groups, a step within the plan; all or nothing."""
-        ckpt.load_run(self, state)
-
-    def save(self, path) -> None:
-        """Write :meth:`state_dict` atomically to ``path`` (data-parallel: rank 0 writes, the
-        other ranks, which hold the same state, write nothing; any world size resumes it)."""
-        state = self.state_dict()
-        if self._dist is None or self._dist.rank == 0:
-            ckpt.atomic_save(state, path)
-
-    def load(self, path) -> None:
-        """Resume from a file written by :meth:`save` (refused in one line, nothing changed,
-        if it is not one)."""
-        self.load_state_dict(ckpt.read(path, self.device))
-
-
-def _null():
-    return contextlib.nullcontext()

@@ -124,6 +124,10 @@ class PrivateTrainer(PrivateRun):
             at the same epsilon (``clip_norm`` is the initial clip;
             :mod:`privopt.training.adaptive` has the argument).
         max_physical_batch_size: run each batch in chunks of at most this many examples.
+        users: one user id per record: user-level privacy (``batch_size`` counts users, each
+            user's summed gradient clipped to ``clip_norm``; :mod:`privopt.torch._users`).
+        user_clipping: ``"sum"`` (default) or ``"mean"``: what of a user's examples'
+            gradients is clipped.
     """
 
     kind = "trainer"  # in messages
@@ -154,6 +158,8 @@ class PrivateTrainer(PrivateRun):
         adaptive_clipping: QuantileClipping | None = None,
         allow_large_delta: bool = False,
         max_physical_batch_size: int | None = None,
+        users: Any = None,
+        user_clipping: str = "sum",
     ) -> None:
         super().__init__(
             model, optimizer, dataset, epsilon=epsilon, delta=delta, epochs=epochs,
@@ -162,6 +168,7 @@ class PrivateTrainer(PrivateRun):
             neighbouring=neighbouring, accountant=accountant, ledger=ledger,
             adaptive_clipping=adaptive_clipping, allow_large_delta=allow_large_delta,
             lr_scheduler=lr_scheduler, autocast=autocast, diagnostics=diagnostics,
+            users=users, user_clipping=user_clipping,
         )  # fmt: skip
         self.loss_fn = loss_fn or (
             lambda out, y: nn.functional.cross_entropy(out, y, reduction="none")
