@@ -15,7 +15,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from privopt.cli import main
+from cli_runner import run
 from privopt.datasets import load_features, load_table
 from privopt.estimators import DPLinearClassifier, DPLinearRegression, DPSGDRegressor
 from privopt.model_selection import PrivateGridSearchCV
@@ -194,16 +194,6 @@ def test_loaders_quote_no_value(tmp_path):
         assert_clean(str(error.value))
     with pytest.raises(ValueError, match=r"line 6 has 5 fields but the header has 4"):
         load_table(paths["ragged"], "y")
-
-
-def run(capsys, *argv):
-    code = 0
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
 
 
 @pytest.mark.parametrize("backend", ["numpy", "dask"])

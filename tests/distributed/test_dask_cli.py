@@ -8,17 +8,7 @@ import pandas as pd
 import pytest
 from dask_helpers import TOLERANCE
 
-from privopt.cli import main
-
-
-def run(capsys, *argv):
-    code = 0
-    try:
-        main([str(a) for a in argv])
-    except SystemExit as exc:
-        code = exc.code
-    out = capsys.readouterr()
-    return code, out.out, out.err
+from cli_runner import run
 
 
 def write_parts(folder, data, kind="parquet", files=3):
