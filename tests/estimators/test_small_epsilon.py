@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import itertools
 import math
+import warnings
 
 import numpy as np
 import pytest
@@ -12,6 +13,7 @@ import pytest
 from privopt import DPLinearRegression
 from privopt.accounting import PrivacyLedger
 from privopt.datasets import load_power_plant
+from privopt.estimators._utility import UtilityWarning
 from privopt.releases.coarse_bounds import (
     COUNT_SHARE,
     coarse_budgets,
@@ -125,3 +127,52 @@ def test_residual_clips_never_grow():
         model = DPLinearRegression(epsilon=0.1, delta=1e-6, random_state=seed).fit(X, y)
         clips = model.fit_info_["residual_clips"]
         assert all(b <= a for a, b in itertools.pairwise(clips))
+
+
+def _fit_recording(model, X, y):
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.fit(X, y)
+    return [w for w in caught if issubclass(w.category, UtilityWarning)]
+
+
+def test_quality_release_in_ledger_and_warning_on_pure_noise():
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(5000, 5)), rng.normal(size=5000)
+    model = DPLinearRegression(epsilon=1.0, delta=1e-6, random_state=0)
+    caught = _fit_recording(model, X, y)
+    labels = [e.label for e in model.privacy_report_.events]
+    assert labels.count("private fit quality (clipped residual sums)") == 1
+    assert model.privacy_report_.epsilon <= 1.0
+    assert len(caught) == 1 and "not expected to beat predicting the mean" in str(caught[0].message)
+    assert model.private_r2_ < 0.1
+    assert "private_r2_" in DPLinearRegression._private_outputs
+
+
+def test_no_quality_warning_on_a_strong_target():
+    X, y, Xt, yt = _power_plant()
+    model = DPLinearRegression(epsilon=1.0, delta=1e-6, random_state=0)
+    assert not _fit_recording(model, X, y)
+    assert abs(model.private_r2_ - _r2(yt, model.predict(Xt))) < 0.1
+
+
+def test_private_r2_against_float64_reference():
+    """At a huge budget the release is the exact clipped R^2 computed here in float64."""
+    from privopt.releases.fit_quality import QUALITY_CLIP, private_r2
+    from privopt.releases.preprocess import LinearBounds
+
+    rng = np.random.default_rng(1)
+    X = rng.normal(size=(3000, 3))
+    y = X @ [1.0, -2.0, 0.5] + rng.normal(size=3000)
+    coef, intercept = np.array([0.9, -1.8, 0.4]), 0.1
+    bounds = LinearBounds(np.zeros(3), 0.2, 10.0, 12.0, 1.0, "public")
+    ledger = PrivacyLedger("zero-out")
+    r2, se = private_r2(
+        coef, intercept, bounds, lambda rows: (X[rows], y[rows]), 3000,
+        mu=1e9, rng=np.random.default_rng(0), ledger=ledger,
+    )  # fmt: skip
+    c = QUALITY_CLIP * 12.0
+    u = np.sum(np.minimum(((y - X @ coef - intercept) / c) ** 2, 1.0))
+    a = np.clip((y - 0.2) / c, -1.0, 1.0)
+    reference = 1.0 - u / (np.sum(a**2) - np.sum(a) ** 2 / 3000)
+    assert r2 == pytest.approx(reference, abs=1e-6) and se < 1e-6

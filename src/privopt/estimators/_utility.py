@@ -34,6 +34,7 @@ __all__ = [
     "output_noise_reasons",
     "sgd_noise_ratio",
     "warn_if_useless",
+    "warn_if_worse_than_mean",
 ]
 
 #: above this ratio of noise norm to the largest signal norm the fit is mostly noise
@@ -113,6 +114,33 @@ def warn_if_useless(estimator: str, reasons: list[str], fixes: list[str], stackl
         + "."
     )
     warnings.warn(text, UtilityWarning, stacklevel=stacklevel)
+
+
+#: the fit is "not expected to beat the intercept-only model" when its private R^2 is at most
+#: this many standard errors (of the release noise) above zero
+R2_MARGIN_SES = 2.0
+
+
+def warn_if_worse_than_mean(
+    estimator, method: str, r2: float, se: float, n: int, stacklevel: int = 3
+) -> None:
+    """A :class:`UtilityWarning` when a fit's private R^2 (a released value:
+    :func:`privopt.releases.fit_quality.private_r2`) is not above zero by R2_MARGIN_SES
+    standard errors, with the numbers and what would help (post-processing: no privacy
+    cost)."""
+    if not r2 - R2_MARGIN_SES * se <= 0.0:
+        return
+    bounds = "public bounds" if estimator.feature_bounds is not None else "no public bounds"
+    warnings.warn(
+        f"DPLinearRegression(method={method!r}): the fit is not expected to beat predicting "
+        f"the mean: its private R^2 estimate is {r2:.3g} +- {se:.2g} (clipped residuals, "
+        f"released with a small share of the budget) at epsilon={estimator.epsilon:g}, "
+        f"delta={estimator.delta:g}, {n} rows, {estimator.n_features_in_} features, {bounds}. "
+        "What would help: more epsilon or more rows, public feature_bounds/target_bounds "
+        "(privopt fit --bounds) if they are tight, or fewer features.",
+        UtilityWarning,
+        stacklevel=stacklevel,
+    )
 
 
 def check_binary_labels(y: np.ndarray, expected: tuple[float, float] = (-1.0, 1.0)) -> np.ndarray:

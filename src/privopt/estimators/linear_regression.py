@@ -39,9 +39,10 @@ from privopt.estimators._regression_methods import (
     run_newton_rows,
     run_ssgd,
 )
-from privopt.estimators._utility import warn_if_useless
+from privopt.estimators._utility import warn_if_useless, warn_if_worse_than_mean
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
 from privopt.releases.coarse_bounds import coarse_quantile_bounds, coarse_releases
+from privopt.releases.fit_quality import QUALITY_SHARE, private_r2
 from privopt.releases.quantile_bounds import (
     QUANTILE_ROWS,
     quantile_releases,
@@ -176,7 +177,13 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         max_sample_weight: public bound on ``fit``'s ``sample_weight`` (weighted least squares;
             see :func:`privopt.estimators._base.sample_weight_factors`).
 
-    Fitted attributes: ``coef_``, ``intercept_``, ``privacy_report_`` (a
+    Fitted attributes: ``coef_``, ``intercept_``, ``private_r2_`` (for ``newton``, ``adassp``,
+    ``ambssgd`` and so for ``auto``'s noisy Newton: a private estimate of the fit's clipped R^2 on
+    its training rows, one Gaussian release at QUALITY_SHARE = 5% of mu^2 taken from the
+    method's budget, :func:`~privopt.releases.fit_quality.private_r2`; its standard error is
+    ``fit_info_["private_r2_se"]``; a :class:`~privopt.estimators._utility.UtilityWarning` fires
+    when it is not two standard errors above 0; NaN for the self-calibrating methods, whose
+    budget is not in GDP), ``privacy_report_`` (a
     :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes and
     keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_`` (configuration
     used), ``n_features_in_``.
@@ -190,6 +197,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         "intercept_",
         "fit_trace_",
         "fit_info_",
+        "private_r2_",
         "privacy_report_.events",
         "privacy_report_.rho",
         "privacy_report_.mu",
@@ -299,9 +307,18 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             f"DPLinearRegression(method={method!r})", reasons, method_fixes(method), stacklevel=4
         )
         self.coef_, self.intercept_ = bounds.to_original(w)
+        quality = self.__dict__.pop("_quality", None)
+        self.private_r2_, r2_se = math.nan, math.nan
+        if quality is not None:
+            take, n, mu_quality, rng = quality
+            self.private_r2_, r2_se = private_r2(
+                self.coef_, self.intercept_, bounds, take, n, mu=mu_quality, rng=rng, ledger=ledger
+            )
+            warn_if_worse_than_mean(self, method, self.private_r2_, r2_se, n, stacklevel=5)
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}
+        self.fit_info_.update(private_r2=self.private_r2_, private_r2_se=r2_se)
         return self
 
     def _preprocess(self, method, n, d, bounds, mu, rng, ledger, take) -> tuple:
@@ -313,6 +330,10 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         preprocessing slice (empty when the preprocessing shares the rows).
         """
         none = np.empty(0, dtype=np.int64)
+        self._quality = None
+        if method in SEQUENTIAL:  # the quality release shares the rows (sequential composition)
+            self._quality = (take, n, mu * math.sqrt(QUALITY_SHARE), rng)
+            mu = mu * math.sqrt(1.0 - QUALITY_SHARE)
         if bounds is not None and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:
             # loose public ranges: two private quantiles tighten the radii (a small share)
             m = min(n, QUANTILE_ROWS)

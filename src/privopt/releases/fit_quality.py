@@ -1,0 +1,90 @@
+"""A private estimate of a linear fit's own quality: a clipped (winsorised) R^2.
+
+Issue 31: a private fit must never be silently worse than predicting the mean. After the fit,
+with the released model (coef, intercept) fixed, one Gaussian release on the training rows (a
+fixed, data-independent stride of at most QUALITY_ROWS of them, public size n) gives
+
+    U = sum_i min(r_i^2, c^2) / c^2,      r_i = y_i - <x_i, coef> - intercept
+    V = sum_i min(a_i^2, c^2) / c^2,      a_i = y_i - y_c      (y_c the bounds' target centre)
+    S = sum_i clip(a_i / c, -1, 1)
+
+each plus N(0, s^2), s = Delta / mu_q: every term lies in [0, 1] (U, V) or [-1, 1] (S), so one
+record moves the vector by at most Delta = sqrt(3) under zero-out and sqrt(1 + 1 + 4) =
+sqrt(6) under replace-one. The clip c = QUALITY_CLIP times the bounds' target radius (two
+robust sigmas of the target for the coarse bounds, four for the full ones) is public (a
+function of earlier releases). Post-processing:
+
+    R^2_c = 1 - U / (V - S^2 / n)
+
+is the R^2 of the winsorised losses: ``V - S^2 / n`` is exactly the sum of squares of the
+clipped centred targets about their mean (the intercept-only model's loss on the same
+scale), U the model's. For a fit with residuals mostly inside c it is the ordinary R^2 up to
+the clipping of the target's tails, and it is in-sample: the optimism of least squares is
+about p / n of the residual variance (negligible for n >> p), while the privacy noise in the
+coefficients, the thing being measured, is independent of it. Its standard error from the
+release noise alone, ``s sqrt(1 + (U/D)^2) / D`` with D = V - S^2/n, is reported with it.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+from privopt.accounting import GaussianEvent, PrivacyLedger
+from privopt.noise.rng import gaussian_noise
+from privopt.releases.preprocess import LinearBounds
+
+__all__ = ["QUALITY_CLIP", "QUALITY_ROWS", "QUALITY_SHARE", "private_r2"]
+
+#: share of the fit's mu^2 spent on the quality release (the method gets 1 - this, less the
+#: preprocessing's share): 5% costs the method's noise 2.5%
+QUALITY_SHARE = 0.05
+#: the squared residuals and centred targets are clipped at QUALITY_CLIP times the target
+#: radius of the bounds
+QUALITY_CLIP = 0.25
+#: at most this many rows (a fixed stride, public) are read: the release's noise is then
+#: far below its sums, and the pass costs at most one X @ w on 10^5 rows
+QUALITY_ROWS = 100_000
+
+
+def private_r2(
+    coef: np.ndarray,
+    intercept: float,
+    bounds: LinearBounds,
+    take: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    n: int,
+    *,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: object = None,
+) -> tuple[float, float]:
+    """(R^2_c, its standard error) of the released model (module docstring), one mu-GDP
+    Gaussian release recorded in ``ledger``. ``take(rows)`` returns ``(X[rows], y[rows])``."""
+    stride = max(1, math.ceil(n / QUALITY_ROWS))
+    rows = np.arange(0, n, stride)
+    X, y = take(rows)
+    X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
+    c = QUALITY_CLIP * bounds.y_radius
+    residual = np.nan_to_num((y - (X @ coef + intercept)) / c, nan=1.0, posinf=1.0, neginf=1.0)
+    centred = (y - bounds.y_center) / c
+    exact = np.array(
+        [
+            np.sum(np.minimum(residual**2, 1.0)),
+            np.sum(np.minimum(centred**2, 1.0)),
+            np.sum(np.clip(centred, -1.0, 1.0)),
+        ]
+    )
+    sensitivity = math.sqrt(3.0) if ledger.neighbouring.value == "zero-out" else math.sqrt(6.0)
+    std = sensitivity / mu
+    u, v, s = exact + gaussian_noise(rng, std, 3)
+    ledger.record(
+        GaussianEvent(sensitivity, std, label="private fit quality (clipped residual sums)"),
+        partition=partition,
+    )
+    size = float(rows.size)
+    spread = max(v - s * s / size, 1.0)  # at least one clipped unit: the release is noisy
+    r2 = min(1.0 - u / spread, 1.0)  # U is a sum of non-negative terms
+    return float(r2), float(std * math.sqrt(1.0 + (u / spread) ** 2) / spread)
