@@ -50,9 +50,10 @@ DP-SGD for ceil(n / groups) steps at rate q, i.e. dp_accounting's
 :func:`cyclic_poisson_event` returns exactly that as privopt's
 :class:`~privopt.accounting.events.PoissonSampledGaussianEvent` (add/remove or zero-out), checked
 against jax_privacy's ``DpsgdTrainingAccountant(cycle_length=groups)`` in the tests. The
-training core has no cyclic Poisson batching yet, so a :class:`~privopt.training.TrainingPlan`
-with a banded mechanism uses fixed batches and the unamplified Gaussian event (refusing sampled
-batches with correlated noise, as for every mechanism).
+training core's :class:`~privopt.training.CyclicPoissonSampling` records it as the plan's event
+(the noise scaled by C's largest column norm); ``privopt.torch``'s ``mechanism="banded"`` and
+``privopt.federated``'s ``sampling="cyclic-poisson"`` run it. Fixed batches with a banded
+mechanism get the unamplified Gaussian event with the min-separation sensitivity above.
 """
 
 from __future__ import annotations

@@ -9,6 +9,8 @@ the secret batches.
 strategy                    batches                                 what the event uses
 ==========================  ======================================  ==============================
 :class:`PoissonSampling`    each record joins each step w.p. q      amplification by sampling (q)
+:class:`CyclicPoisson\     L secret parts; step t samples part     ceil(T / L) sampled steps
+Sampling`                   t mod L w.p. q (banded noise)           (``cyclic_poisson_event``)
 :class:`FixedBatches`       a secret permutation cut into N // b    participations k = epochs,
                             batches, cycled in the same order       min-separation S = N // b
 :class:`SampledWithout\     each step draws b of N uniformly        sampling without replacement
@@ -235,15 +237,13 @@ class PoissonSampling(BatchStrategy):
 
 @dataclass(frozen=True)
 class CyclicPoissonSampling(BatchStrategy):
-    """Records in ``groups`` fixed parts (a secret random split into equal parts of N // groups;
-    the N mod groups left over are never read); step t includes each record of part
-    ``t mod groups`` independently with probability ``sample_rate``.
+    """Records in ``groups`` secret equal parts of N // groups (the N mod groups left over are
+    never read); step t includes each record of part ``t mod groups`` w.p. ``sample_rate``.
 
-    The amplified batching of banded matrix factorisation (Choquette-Choo et al. 2023, Thm 4):
-    with an L-banded mechanism and L <= groups, the run is accounted as ceil(T / groups)
-    Poisson-sampled Gaussian steps (:func:`privopt.noise.cyclic_poisson_event`). Sums are
-    divided by the expected batch q (N // groups).
-    """
+    The amplified batching of banded MF (Choquette-Choo, McKenna, McMahan, Rush & Thakurta 2023,
+    arXiv:2306.08153, Thm 4): with an L-banded mechanism and L <= groups, the run is ceil(T /
+    groups) Poisson-sampled Gaussian steps (:func:`privopt.noise.cyclic_poisson_event`). Sums
+    are divided by the expected batch q (N // groups)."""
 
     groups: int
     sample_rate: float
@@ -255,6 +255,10 @@ class CyclicPoissonSampling(BatchStrategy):
 
     def part_size(self, n: int) -> int:
         return _records_per(n, self.groups, "groups")
+
+    def per_epoch(self, n: int) -> int:
+        """Steps of one expected pass over the records: round(groups / q), in [1, T]."""
+        return min(self.num_steps, max(1, round(self.groups / self.sample_rate)))
 
     def steps(self, n: int) -> int:
         return self.num_steps
@@ -280,10 +284,8 @@ class CyclicPoissonSampling(BatchStrategy):
         Thm 4)."""
         steps = plan.steps
         if is_independent(plan.mechanism):  # B = I: one part's steps, DP-SGD's event
-            count = math.ceil(steps / self.groups)
-            return PoissonSampledGaussianEvent(
-                noise_multiplier, self.sample_rate, count=count, label=plan.label
-            )
+            count, q = math.ceil(steps / self.groups), self.sample_rate
+            return PoissonSampledGaussianEvent(noise_multiplier, q, count, plan.label)
         return cyclic_poisson_event(
             plan.mechanism,
             steps,
@@ -311,7 +313,8 @@ class CyclicPoissonSampling(BatchStrategy):
         return (
             f"cyclic Poisson sampling: {self.groups} secret parts of {self.part_size(n)} records, "
             f"step t samples part t mod {self.groups} at rate q = {self.sample_rate:.6g}, "
-            f"{self.num_steps} steps (sums divided by the expected batch)"
+            f"{self.num_steps} steps (sums divided by the expected batch), accounted as "
+            f"ceil(T / {self.groups}) Poisson-sampled Gaussian steps (cyclic_poisson_event)"
         )
 
 
@@ -591,8 +594,6 @@ def _refuse_correlated_noise(strategy: BatchStrategy, plan: TrainingPlan, indepe
         )
 
 
-def _require_relation(
-    strategy: BatchStrategy, plan: TrainingPlan, relation: Neighbouring, message: str
-) -> None:
+def _require_relation(strategy, plan: TrainingPlan, relation: Neighbouring, message: str):
     if plan.neighbouring is not relation:
         raise ValueError(message)
