@@ -216,3 +216,80 @@ def test_the_import_rule_has_power(tmp_path):
         "    return importlib.import_module('privopt.distributed.rows')\n"
     )
     assert _imports_distributed(planted) == [1, 2, 3, 4, 5, 8]
+
+
+#: privopt.accounting's calibrations: outside accounting, only training/calibrate.py calls them
+#: (every method calibrates through its plan, issue 28)
+CALIBRATORS = {
+    "calibrate_dpsgd_noise",
+    "calibrate_gaussian_sigma",
+    "calibrate_shuffled_gaussian",
+    "smallest_feasible_multiplier",
+    "feasible_boundary",
+}
+#: declared what-if calculators of accounting (they print accounting's answer and train
+#: nothing), by module and function
+WHAT_IF_CALCULATORS = {
+    "cli.py": {"account_calibrate_gaussian", "account_calibrate_dpsgd"},
+}
+#: not yet routed (issue 28): the private grid search's split of epsilon over its candidates
+#: calls the search itself; training.calibrate.split_epsilon is the same search, to be called
+#: instead (None: the module-level import). Remove the entry once it is.
+NOT_YET_ROUTED = {
+    "model_selection/_search.py": {None, "candidate_target"},
+}
+
+
+def _calibrator_uses(tree: ast.AST) -> list[tuple[int, str | None]]:
+    """(line, enclosing function) of every call or import of an accounting calibration."""
+    uses: list[tuple[int, str | None]] = []
+
+    def visit(node: ast.AST, function: str | None) -> None:
+        if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef):
+            function = node.name
+        if isinstance(node, ast.Call):
+            f = node.func
+            name = f.attr if isinstance(f, ast.Attribute) else getattr(f, "id", None)
+            if name in CALIBRATORS:
+                uses.append((node.lineno, function))
+        if isinstance(node, ast.ImportFrom) and {a.name for a in node.names} & CALIBRATORS:
+            uses.append((node.lineno, function))
+        for child in ast.iter_child_nodes(node):
+            visit(child, function)
+
+    visit(tree, None)
+    return sorted(uses, key=lambda use: use[0])
+
+
+def test_accounting_calibrations_are_called_only_by_the_one_calibration():
+    """Issue 28: epsilon becomes noise in training/calibrate.py only (privopt.accounting does
+    the math); elsewhere a method calibrates its plan (TrainingPlan.calibrate) or a one-shot
+    event (calibrate_noise_multiplier). Declared what-if calculators excepted."""
+    offenders = []
+    for path in SOURCE.rglob("*.py"):
+        relative = path.relative_to(SOURCE).as_posix()
+        if relative.startswith(SEARCH_ALLOWED):
+            continue
+        allowed = WHAT_IF_CALCULATORS.get(relative, set()) | NOT_YET_ROUTED.get(relative, set())
+        offenders += [
+            f"{relative}:{line} {function}"
+            for line, function in _calibrator_uses(ast.parse(path.read_text()))
+            if function not in allowed
+        ]
+    assert offenders == []
+
+
+def test_the_calibrator_rule_has_power():
+    planted = ast.parse(
+        "from privopt.accounting import calibrate_dpsgd_noise\n"
+        "import privopt.accounting as acc\n"
+        "def account_calibrate_dpsgd(e, d):\n"
+        "    return acc.calibrate_dpsgd_noise(e, d, 0.1, 10)\n"
+        "def fit(e, d):\n"
+        "    sigma = acc.calibrate_gaussian_sigma(e, d, 1.0)\n"
+        "    return calibrate_dpsgd_noise(e, d, 0.1, 10)\n"
+    )
+    uses = _calibrator_uses(planted)
+    assert uses == [(1, None), (4, "account_calibrate_dpsgd"), (6, "fit"), (7, "fit")]
+    allowed = WHAT_IF_CALCULATORS["cli.py"]
+    assert [line for line, function in uses if function not in allowed] == [1, 6, 7]

@@ -6,8 +6,15 @@ import math
 
 import pytest
 
-from privopt.accounting import GaussianEvent, PoissonSampledGaussianEvent, PrivacyLedger, gdp_mu
+from privopt.accounting import (
+    ApproxDPEvent,
+    GaussianEvent,
+    PoissonSampledGaussianEvent,
+    PrivacyLedger,
+    gdp_mu,
+)
 from privopt.training import FixedBatches, TrainingPlan, calibrate_noise_multiplier
+from privopt.training.calibrate import split_epsilon
 
 
 @pytest.mark.parametrize("mu", [0.01, 0.5, 1.0, 7.3])
@@ -58,3 +65,13 @@ def test_targets_are_refused_when_mixed_missing_or_not_gaussian():
         calibrate_noise_multiplier(factory, mu=0.0)
     with pytest.raises(ValueError, match="Gaussian events"):
         calibrate_noise_multiplier(lambda s: PoissonSampledGaussianEvent(s, 0.01, 10), mu=1.0)
+
+
+@pytest.mark.parametrize(("epsilon", "count"), [(1.0, 4), (2.0, 8), (0.1, 3)])
+def test_split_epsilon_is_the_largest_feasible_share(epsilon, count):
+    """The per-release epsilon of ``count`` releases composing to (epsilon, delta): feasible,
+    and 1e-9 more is not (the report's own composition decides)."""
+    delta, each = 1e-5, 1e-5 / (2 * count)
+    eps_c = split_epsilon(epsilon, delta, count, each)
+    assert ApproxDPEvent(eps_c, each, count=count).composed_epsilon(delta) <= epsilon
+    assert ApproxDPEvent(eps_c * (1 + 1e-9), each, count=count).composed_epsilon(delta) > epsilon

@@ -42,6 +42,7 @@ from collections.abc import Callable
 
 from privopt._validate import check_positive, check_probability
 from privopt.accounting import (
+    ApproxDPEvent,
     GaussianEvent,
     Neighbouring,
     PoissonSampledGaussianEvent,
@@ -54,7 +55,7 @@ from privopt.accounting import (
 )
 from privopt.accounting._search import feasible_boundary
 
-__all__ = ["calibrate_noise_multiplier", "event_epsilon"]
+__all__ = ["calibrate_noise_multiplier", "event_epsilon", "split_epsilon"]
 
 #: what an event factory returns: one event, or releases composed on one partition
 Events = PrivacyEvent | tuple[PrivacyEvent, ...]
@@ -177,3 +178,26 @@ def _verified(sigma: float, excess: Callable[[float], float]) -> float:
         sigma *= 1.0 + nudge
         nudge *= 2.0  # a discretised accountant may need more than one ulp-sized step
     return float(sigma)
+
+
+def split_epsilon(epsilon: float, delta: float, count: int, delta_each: float) -> float:
+    """The largest epsilon_c such that ``count`` (epsilon_c, delta_each)-DP releases compose to
+    at most (epsilon, delta): ``ApproxDPEvent(epsilon_c, delta_each, count).composed_epsilon(
+    delta) <= epsilon``, the function a report evaluates (e.g. a private grid search's fits,
+    one per candidate). The library's one verified search
+    (:func:`privopt.accounting._search.feasible_boundary`, to 1e-12 relative, rounded toward
+    privacy).
+
+    >>> eps_c = split_epsilon(1.0, 1e-5, 4, 1e-6)  # basic composition is the best of 4 here
+    >>> round(eps_c, 9), ApproxDPEvent(eps_c, 1e-6, count=4).composed_epsilon(1e-5) <= 1.0
+    (0.25, True)
+    """
+    epsilon = check_positive("epsilon", epsilon)
+
+    def excess(eps: float) -> float:
+        return ApproxDPEvent(eps, delta_each, count=count).composed_epsilon(delta) - epsilon
+
+    low = epsilon / count / 2.0
+    if excess(low) > 0:
+        raise ValueError(f"No per-release epsilon found for {count} releases at {epsilon}.")
+    return feasible_boundary(excess, good=low, bad=epsilon, rtol=1e-12)
