@@ -120,6 +120,31 @@ def test_user_clipped_sum_equals_a_float64_loop_over_users(kind, layout, reducti
         assert max(float((record[n] - expected[n]).abs().max()) for n in expected) > 1e-6
 
 
+@pytest.mark.parametrize("method", ["padded", "masked", "materialised"])
+@pytest.mark.parametrize("kind", ["mlp", "tokens"])
+def test_every_linear_per_user_norm_method_is_exact(kind, method, monkeypatch):
+    import privopt.torch._groups as groups_module
+
+    costs = groups_module._linear_costs
+    monkeypatch.setattr(
+        groups_module, "_linear_costs", lambda *a: {k: float(k != method) for k in costs(*a)}
+    )
+    gen = torch.Generator().manual_seed(3)
+    torch.manual_seed(3)
+    model, x = _case(kind, gen)
+    model = model.double()
+    x = x.double() if x.is_floating_point() else x
+    y = torch.randint(0, 3, (14,), generator=gen)
+    users = np.array([4, 0, 0, 3, 1, 2, 2, 3, 3, 3, 3, 0, 0, 0])  # sizes 1, 1, 2, 5, 5
+    clipper = GradientClipper(model)
+    got, _ = clipper.clipped_sum(_ce, x, y, G, groups=users)
+    clipper.remove()
+    expected = per_user_loop(model, _ce, x, y, users, G)
+    scale = max(float(v.abs().max()) for v in expected.values())
+    for name, value in expected.items():
+        assert float((got[name] - value).abs().max()) <= 1e-10 * scale, name
+
+
 def _heavy_user_data(n_heavy=40, others=10, seed=0):
     """A user with n_heavy records whose gradients all point the same way (norm >> G each),
     and `others` users of 1-3 records."""

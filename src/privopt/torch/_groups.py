@@ -13,16 +13,18 @@ example factors c_{u(i)}: only the norms ||W_u|| need per-user work. Per rule:
 ====================  ==============================================================  ==========
 layer                 ||W_u||^2                                                        cost
 ====================  ==============================================================  ==========
-Linear (T positions)  ghost per user: <A_u A_u^T, G_u G_u^T>_F with A_u, G_u the       U (n T)^2
-                      user's n_u T rows (inputs, output gradients), zero-padded to       (D + p)
-                      the step's largest user n; or the materialised per-example
-                      gradients summed by user (``index_add``), the cheaper of the two   B T p D
+Linear (T positions)  ghost per user: <A_u A_u^T, G_u G_u^T>_F with A_u, G_u the       <= 4 sum_u
+                      user's n_u T rows (inputs, output gradients), users batched by    (n_u T)^2
+                      size class (2^(k-1) < n_u <= 2^k, zero-padded); or the Grams of    (D + p)
+                      the whole batch with the pairs of rows of one user kept (a mask);  (B T)^2
+                      or the materialised per-example gradients summed by user          B T p D
+                      (``index_add``): the cheapest of the three, memory counted
 Embedding             the record-level (example, row) segment sums with the example
                       replaced by its user                                              O(B T D)
 any other             the rule's per-example gradients (B, *shape) summed by user     materialise
 ====================  ==============================================================  ==========
 
-Both are exact (the same sums in another order); tests compare them with a float64 loop over
+All are exact (the same sums in another order); tests compare them with a float64 loop over
 users. A rule without per-example gradients (none today) is refused naming the layer. The
 user index of each example is host data (the loader built it), so nothing here synchronises.
 """
@@ -64,35 +66,76 @@ class Groups:
         self.index = torch.as_tensor(slots, device=device)
         self.position = torch.as_tensor(position, device=device)
         self.count_tensor = torch.as_tensor(self.counts, device=device)
+        # size classes: users of 2^(k-1) < n_u <= 2^k records together, padded to the class's
+        # largest (host arrays: the users, each example's row within its class)
+        level = np.ceil(np.log2(np.maximum(self.counts, 1))).astype(np.int64)
+        self.classes = []
+        for k in np.unique(level):
+            users = np.flatnonzero(level == k)
+            row = np.full(self.size, -1, dtype=np.int64)
+            row[users] = np.arange(len(users))
+            examples = np.flatnonzero(row[slots] >= 0)
+            self.classes.append(
+                (
+                    torch.as_tensor(users, device=device),
+                    int(self.counts[users].max()),
+                    torch.as_tensor(examples, device=device),
+                    torch.as_tensor(row[slots[examples]], device=device),
+                )
+            )
 
     def segment(self, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """(B, ...) -> (U, ...): the rows of each user summed, in ``dtype``."""
         out = torch.zeros((self.size, *value.shape[1:]), dtype=dtype, device=value.device)
         return out.index_add_(0, self.index, value.to(dtype))
 
-    def pad(self, value: torch.Tensor) -> torch.Tensor:
-        """(B, ...) -> (U, n, ...): each user's rows, zero-padded to the longest user n."""
-        out = torch.zeros(
-            (self.size, self.longest, *value.shape[1:]), dtype=value.dtype, device=value.device
-        )
-        out[self.index, self.position] = value
-        return out
+    def padded(self, value: torch.Tensor):
+        """Per size class: (its users, (U_k, n_k, ...) their rows zero-padded to n_k)."""
+        for users, longest, examples, rows in self.classes:
+            out = value.new_zeros((len(users), longest, *value.shape[1:]))
+            out[rows, self.position[examples]] = value[examples]
+            yield users, out
+
+    def padded_cost(self, t: int) -> float:
+        """sum over size classes of U_k (n_k t)^2."""
+        return float(sum(len(users) * (n * t) ** 2 for users, n, _, _ in self.classes))
 
 
 def _squared(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.linalg.vector_norm(t.flatten(1), dim=1, dtype=dtype).square()
 
 
+#: multiply-adds that writing one tensor element costs, in the cost model (as the conv rule's)
+MEMORY_WEIGHT = 8
+
+
+def _linear_costs(groups: Groups, b: int, t: int, d: int, p: int) -> dict[str, float]:
+    mw = MEMORY_WEIGHT
+    return {
+        "padded": groups.padded_cost(t) * (d + p + mw),  # per-user Grams, by size class
+        "masked": (b * t) ** 2 * (d + p + 2 * mw),  # Grams of the whole batch, user blocks kept
+        "materialised": b * t * p * d + mw * b * p * d,  # (B, p, D), summed by user
+    }
+
+
 def _linear(rule, groups: Groups, ndt: torch.dtype) -> torch.Tensor:
     total = torch.zeros(groups.size, dtype=ndt, device=rule.g.device)
     if "weight" in rule.params:
-        _, t, d = rule.a.shape
-        p = rule.g.shape[2]
-        ghost = groups.size * (groups.longest * t) ** 2 * (d + p)
-        if ghost <= rule.batch * t * p * d:
-            a = groups.pad(rule.a).flatten(1, 2)  # (U, n T, D)
-            g = groups.pad(rule.g).flatten(1, 2)
-            total += (gram(a, ndt) * gram(g, ndt)).sum((1, 2)).clamp_min(0)
+        b, t, d = rule.a.shape
+        costs = _linear_costs(groups, b, t, d, rule.g.shape[2])
+        method = min(costs, key=costs.__getitem__)
+        if method == "padded":
+            for (users, a), (_, g) in zip(
+                groups.padded(rule.a), groups.padded(rule.g), strict=True
+            ):
+                a, g = a.flatten(1, 2), g.flatten(1, 2)  # (U_k, n_k T, D), (U_k, n_k T, p)
+                total[users] += (gram(a, ndt) * gram(g, ndt)).sum((1, 2)).clamp_min(0)
+        elif method == "masked":  # sum over pairs of rows of one user of <a_r, a_s> <g_r, g_s>
+            token = groups.index.repeat_interleave(t)
+            a, g = rule.a.reshape(1, b * t, d), rule.g.reshape(1, b * t, -1)
+            pairs = (gram(a, ndt) * gram(g, ndt))[0]
+            pairs = torch.where(token[:, None] == token[None, :], pairs, 0.0).sum(1)
+            total += total.new_zeros(groups.size).index_add_(0, token, pairs).clamp_min(0)
         else:
             weight = torch.bmm(rule.g.transpose(1, 2), rule.a)  # (B, p, D)
             total += _squared(groups.segment(weight, ndt), ndt)
