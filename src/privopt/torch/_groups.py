@@ -67,22 +67,24 @@ class Groups:
         self.position = torch.as_tensor(position, device=device)
         self.count_tensor = torch.as_tensor(self.counts, device=device)
         # size classes: users of 2^(k-1) < n_u <= 2^k records together, padded to the class's
-        # largest (host arrays: the users, each example's row within its class)
+        # largest n_k: per class its users and the rows to take (B: a zero row), or a slice
+        # when the class's rows are already contiguous and unpadded (the loader's order)
         level = np.ceil(np.log2(np.maximum(self.counts, 1))).astype(np.int64)
         self.classes = []
         for k in np.unique(level):
             users = np.flatnonzero(level == k)
+            n = int(self.counts[users].max())
+            take = np.full((len(users), n), batch, dtype=np.int64)
             row = np.full(self.size, -1, dtype=np.int64)
             row[users] = np.arange(len(users))
             examples = np.flatnonzero(row[slots] >= 0)
-            self.classes.append(
-                (
-                    torch.as_tensor(users, device=device),
-                    int(self.counts[users].max()),
-                    torch.as_tensor(examples, device=device),
-                    torch.as_tensor(row[slots[examples]], device=device),
-                )
-            )
+            take[row[slots[examples]], position[examples]] = examples
+            take = take.reshape(-1)
+            if take[0] + len(take) - 1 == take[-1] and np.all(np.diff(take) == 1):
+                rows = slice(int(take[0]), int(take[-1]) + 1)  # a view, no copy
+            else:
+                rows = torch.as_tensor(take, device=device)
+            self.classes.append((torch.as_tensor(users, device=device), n, rows))
 
     def segment(self, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """(B, ...) -> (U, ...): the rows of each user summed, in ``dtype``."""
@@ -91,14 +93,19 @@ class Groups:
 
     def padded(self, value: torch.Tensor):
         """Per size class: (its users, (U_k, n_k, ...) their rows zero-padded to n_k)."""
-        for users, longest, examples, rows in self.classes:
-            out = value.new_zeros((len(users), longest, *value.shape[1:]))
-            out[rows, self.position[examples]] = value[examples]
-            yield users, out
+        extended = None
+        for users, n, rows in self.classes:
+            if isinstance(rows, slice):
+                out = value[rows]
+            else:
+                if extended is None:  # one zero row appended, for the padding
+                    extended = torch.cat([value, value.new_zeros((1, *value.shape[1:]))])
+                out = extended[rows]
+            yield users, out.view(len(users), n, *value.shape[1:])
 
     def padded_cost(self, t: int) -> float:
         """sum over size classes of U_k (n_k t)^2."""
-        return float(sum(len(users) * (n * t) ** 2 for users, n, _, _ in self.classes))
+        return float(sum(len(users) * (n * t) ** 2 for users, n, _ in self.classes))
 
 
 def _squared(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
