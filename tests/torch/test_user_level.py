@@ -332,3 +332,24 @@ def test_records_without_a_user_id_and_bad_arguments_are_refused():
     # tensors and string ids work; users are numbered by first appearance
     run = pt.make_private(model, opt, (x, y), users=torch.as_tensor(users), **kw)
     assert run.users.num_users == 8 and run.plan.num_records == 8
+
+
+def test_a_user_level_run_resumes_from_a_checkpoint_bit_for_bit(tmp_path):
+    x, y, users = _records()
+    kw = dict(epsilon=4.0, delta=1e-3, epochs=2, batch_size=6, clip_norm=1.0, mechanism="blt",
+              seed=3, users=users, max_physical_batch_size=5)  # fmt: skip
+    model, opt = _mlp()
+    whole = pt.PrivateTrainer(model, opt, (x, y), **kw)
+    whole.fit()
+    model2, opt2 = _mlp()
+    first = pt.PrivateTrainer(model2, opt2, (x, y), **kw)
+    for _ in range(3):
+        first.step()
+    first.save(tmp_path / "run.pt")
+    model3, opt3 = _mlp()
+    resumed = pt.PrivateTrainer(model3, opt3, (x, y), **kw)
+    resumed.load(tmp_path / "run.pt")
+    resumed.fit()
+    for a, b in zip(model.parameters(), model3.parameters(), strict=True):
+        assert torch.equal(a, b)
+    assert resumed.report.neighbouring == "user-level zero-out"
