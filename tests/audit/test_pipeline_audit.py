@@ -165,3 +165,32 @@ def test_cli_registry_audits_an_estimator_pipeline():
     assert out["claimed_epsilon"] == pytest.approx(2.0, rel=1e-6)
     assert 0.0 <= out["epsilon_lower_bound"] <= out["claimed_epsilon"]
     assert "64 white-box canaries" in out["audit"] and not out["violation"]
+
+
+def test_coarse_bounds_audit_passes_and_catches_a_bound_released_without_noise():
+    """Issue 31: the bounds-free default at epsilon 0.3 (coarse private bounds) audited on its
+    released target median; the planted bug releases the exact quantiles. Measured (seed 0,
+    60 fits a side): correct 0.00, planted 2.03 against the claim 0.30."""
+    from privopt.audit.pipeline_bounds import audit_coarse_bounds
+
+    claimed, correct = audit_coarse_bounds(epsilon=0.3, runs=60)
+    assert claimed <= 0.3 * (1 + 1e-9)
+    assert correct.epsilon_lower_bound <= claimed
+    claimed_bug, broken = audit_coarse_bounds(epsilon=0.3, runs=60, planted=True)
+    assert claimed_bug == pytest.approx(claimed, rel=1e-6)
+    assert broken.epsilon_lower_bound > claimed_bug
+
+
+@pytest.mark.slow
+def test_coarse_bounds_audit_with_more_fits():
+    from privopt.audit.pipeline_bounds import audit_coarse_bounds
+
+    claimed, correct = audit_coarse_bounds(epsilon=0.3, runs=400, seed=1)
+    assert correct.epsilon_lower_bound <= claimed
+
+
+def test_coarse_bounds_audit_refuses_a_fit_without_coarse_bounds():
+    from privopt.audit.pipeline_bounds import audit_coarse_bounds
+
+    with pytest.raises(RuntimeError, match="did not release coarse bounds"):
+        audit_coarse_bounds(epsilon=4.0, runs=8)

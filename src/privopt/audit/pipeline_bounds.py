@@ -1,0 +1,127 @@
+"""Black-box audit of the private bounds of the bounds-free default at small epsilon.
+
+The white-box pipeline audits (:mod:`privopt.audit.pipeline_audits`) put canaries into the
+Gaussian releases of the fit; the private bounds are exponential-mechanism releases of
+quantiles, which a canary column cannot reach. This audit tests them the black-box way
+(Jagielski, Ullman & Oprea 2020, "Auditing Differentially Private Machine Learning: How
+Private is Private SGD?", arXiv:2006.07709; the threshold test and Clopper-Pearson bound of
+:func:`~privopt.audit.blackbox.audit_scores`): ``DPLinearRegression(epsilon, delta)`` with no
+bounds is fitted ``runs`` times on a dataset D and ``runs`` times on its neighbour D', and the
+released target centre (the private median of the coarse bounds,
+:func:`~privopt.releases.coarse_bounds.coarse_quantile_bounds`) is the score.
+
+The pair is built so that the exact median differs: D holds k targets at 0, k at 10 and the
+audited record (target 10); in D' that record is replaced by the zero record (target 0). The
+exact median is then 10 on D and 0 on D'. A correct exponential mechanism scores the
+candidates of the gap between the two atoms alike on both (each count moves by at most one),
+so the two score distributions nearly coincide and the lower bound stays below the claim. The
+planted bug (``planted=True``) releases every coarse-bounds quantile without noise (the exact
+empirical quantile, with the ledger entries of the correct release, so the fit claims what a
+correct one does): the score then separates D from D' every time and the lower bound exceeds
+the claim.
+
+Replacing a record by the zero record is a replace-one pair; the scored release (a quantile
+with count scores) has sensitivity 1 under replace-one and zero-out alike, and its budget is a
+share of the fit's, so its epsilon is at most the fit's claim under either relation.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import warnings
+from collections.abc import Iterator
+from unittest import mock
+
+import numpy as np
+
+from privopt._validate import check_count, check_positive
+from privopt.audit.blackbox import AuditResult, audit_scores
+from privopt.clipping.quantiles import QuantileRelease
+
+__all__ = ["audit_coarse_bounds", "bounds_audit_data"]
+
+
+def bounds_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X, y of D, y of D'): ``rows`` odd; two uniform features; the last record is audited."""
+    rows = check_count("rows", rows, minimum=5)
+    if rows % 2 == 0:
+        raise ValueError(f"Expected an odd number of rows, got {rows}.")
+    k = (rows - 1) // 2
+    rng = np.random.default_rng([seed, 37])
+    X = rng.uniform(-1.0, 1.0, (rows, 2))
+    y = np.concatenate([np.zeros(k), np.full(k, 10.0), [10.0]])
+    y[:-1] += 0.5 * X[:-1, 0]  # a little signal, atoms kept apart (0.5 < the gap of 10)
+    y_neighbour = y.copy()
+    y_neighbour[-1] = 0.0
+    return X, y, y_neighbour
+
+
+@contextlib.contextmanager
+def _capture_and_maybe_plant(planted: bool) -> Iterator[list[float]]:
+    """Record the target centre of every coarse-bounds release; with ``planted`` make each of
+    their quantiles exact (the bug)."""
+    import privopt.estimators.linear_regression as estimator_module
+    import privopt.releases.coarse_bounds as coarse_module
+
+    centres: list[float] = []
+    original_bounds = estimator_module.coarse_quantile_bounds
+    original_quantile = coarse_module.private_interval_quantile
+
+    def bounds(*args, **kwargs):
+        released = original_bounds(*args, **kwargs)
+        centres.append(float(released.y_center))
+        return released
+
+    def exact(sorted_values, q, grid, *, mu, rng, n):
+        correct = original_quantile(sorted_values, q, grid, mu=mu, rng=rng, n=n)
+        index = min(int(q * sorted_values.size), sorted_values.size - 1)
+        return QuantileRelease(float(sorted_values[index]), q, correct.epsilon, correct.mu)
+
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(estimator_module, "coarse_quantile_bounds", bounds))
+        if planted:
+            stack.enter_context(
+                mock.patch.object(coarse_module, "private_interval_quantile", exact)
+            )
+        yield centres
+
+
+def audit_coarse_bounds(
+    *,
+    epsilon: float = 0.3,
+    delta: float = 1e-6,
+    rows: int = 2001,
+    runs: int = 100,
+    planted: bool = False,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, AuditResult]:
+    """(claimed epsilon, black-box audit) of the released target centre over ``runs`` fits on
+    D and ``runs`` on D' (module docstring). Raises if the fits did not take the coarse
+    bounds (the audit would then test nothing)."""
+    from privopt.estimators import DPLinearRegression
+
+    check_positive("epsilon", epsilon)
+    runs = check_count("runs", runs, minimum=8)
+    X, y, y_neighbour = bounds_audit_data(rows, seed)
+    scores: dict[bool, list[float]] = {True: [], False: []}
+    claimed = 0.0
+    with _capture_and_maybe_plant(planted) as centres, warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # utility warnings of a data set built for the audit
+        for k in range(runs):
+            for present, target in ((True, y), (False, y_neighbour)):
+                fit_seed = (seed * 1_000_003 + 2 * k + int(present)) % 2**32
+                model = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=fit_seed).fit(
+                    X, target
+                )
+                if len(centres) != 1:
+                    raise RuntimeError(
+                        f"The fit at epsilon={epsilon:g} on {rows} rows did not release coarse "
+                        "bounds; choose a smaller epsilon or fewer rows."
+                    )
+                scores[present].append(centres.pop())
+                claimed = max(claimed, float(model.privacy_report_.epsilon))
+    result = audit_scores(
+        np.array(scores[True]), np.array(scores[False]), delta=delta, confidence=confidence
+    )
+    return claimed, result
