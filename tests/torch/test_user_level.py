@@ -120,9 +120,16 @@ def test_user_clipped_sum_equals_a_float64_loop_over_users(kind, layout, reducti
         assert max(float((record[n] - expected[n]).abs().max()) for n in expected) > 1e-6
 
 
+SIZES = {  # users of sizes 1, 1, 2, 5, 5 (three size classes), and 1, 2, 4, 7 (four: two merged)
+    "three": np.array([4, 0, 0, 3, 1, 2, 2, 3, 3, 3, 3, 0, 0, 0]),
+    "four": np.array([3, 2, 3, 1, 3, 2, 3, 0, 3, 2, 3, 2, 3, 1]),
+}
+
+
+@pytest.mark.parametrize("sizes", list(SIZES))
 @pytest.mark.parametrize("method", ["padded", "masked", "materialised"])
 @pytest.mark.parametrize("kind", ["mlp", "tokens"])
-def test_every_linear_per_user_norm_method_is_exact(kind, method, monkeypatch):
+def test_every_linear_per_user_norm_method_is_exact(kind, method, sizes, monkeypatch):
     import privopt.torch._groups as groups_module
 
     costs = groups_module._linear_costs
@@ -135,8 +142,12 @@ def test_every_linear_per_user_norm_method_is_exact(kind, method, monkeypatch):
     model = model.double()
     x = x.double() if x.is_floating_point() else x
     y = torch.randint(0, 3, (14,), generator=gen)
-    users = np.array([4, 0, 0, 3, 1, 2, 2, 3, 3, 3, 3, 0, 0, 0])  # sizes 1, 1, 2, 5, 5
+    users = SIZES[sizes]
     clipper = GradientClipper(model)
+    if method == "padded":
+        from privopt.torch._groups import Groups
+
+        assert len(Groups(users, 14, torch.device("cpu")).classes) == 3
     got, _ = clipper.clipped_sum(_ce, x, y, G, groups=users)
     clipper.remove()
     expected = per_user_loop(model, _ce, x, y, users, G)

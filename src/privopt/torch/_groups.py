@@ -13,12 +13,13 @@ example factors c_{u(i)}: only the norms ||W_u|| need per-user work. Per rule:
 ====================  ==============================================================  ==========
 layer                 ||W_u||^2                                                        cost
 ====================  ==============================================================  ==========
-Linear (T positions)  ghost per user: <A_u A_u^T, G_u G_u^T>_F with A_u, G_u the       <= 4 sum_u
-                      user's n_u T rows (inputs, output gradients), users batched by    (n_u T)^2
-                      size class (2^(k-1) < n_u <= 2^k, zero-padded); or the Grams of    (D + p)
-                      the whole batch with the pairs of rows of one user kept (a mask);  (B T)^2
-                      or the materialised per-example gradients summed by user          B T p D
-                      (``index_add``): the cheapest of the three, memory counted
+Linear (T positions)  ghost per user: <A_u A_u^T, G_u G_u^T>_F with A_u, G_u the       U_k (n_k
+                      user's n_u T rows (inputs, output gradients), users batched by    T)^2 (D +
+                      size class (2^(k-1) < n_u <= 2^k; at most 3 classes, the          p) per
+                      cheapest adjacent ones merged), zero-padded to the class's n_k;   class
+                      or the Grams of the whole batch with the pairs of rows of one     (B T)^2
+                      user kept (a mask); or the materialised per-example gradients     (D + p)
+                      summed by user (``index_add``): the cheapest, memory counted      B T p D
 Embedding             the record-level (example, row) segment sums with the example
                       replaced by its user                                              O(B T D)
 any other             the rule's per-example gradients (B, *shape) summed by user     materialise
@@ -31,6 +32,7 @@ user index of each example is host data (the loader built it), so nothing here s
 
 from __future__ import annotations
 
+import itertools
 from typing import Any
 
 import numpy as np
@@ -39,6 +41,9 @@ import torch
 from privopt.torch._rule import gram, norm_dtype
 
 __all__ = ["Groups", "group_squared_norms"]
+
+#: the most size classes of users padded together (a class costs a few operations)
+MAX_CLASSES = 3
 
 
 class Groups:
@@ -66,13 +71,21 @@ class Groups:
         self.index = torch.as_tensor(slots, device=device)
         self.position = torch.as_tensor(position, device=device)
         self.count_tensor = torch.as_tensor(self.counts, device=device)
-        # size classes: users of 2^(k-1) < n_u <= 2^k records together, padded to the class's
-        # largest n_k: per class its users and the rows to take (B: a zero row), or a slice
-        # when the class's rows are already contiguous and unpadded (the loader's order)
+        # size classes: users of 2^(k-1) < n_u <= 2^k records together (at most MAX_CLASSES:
+        # each costs a few small operations), padded to the class's largest n_k: per class
+        # its users and the rows to take (B: a zero row), or a slice when the class's rows
+        # are already contiguous and unpadded (the loader's order)
         level = np.ceil(np.log2(np.maximum(self.counts, 1))).astype(np.int64)
+        groups = [np.flatnonzero(level == k) for k in np.unique(level)]
+        while len(groups) > MAX_CLASSES:  # merge the adjacent pair whose padding costs least
+            cost = [
+                len(a) * (int(self.counts[b].max()) ** 2 - int(self.counts[a].max()) ** 2)
+                for a, b in itertools.pairwise(groups)
+            ]
+            i = int(np.argmin(cost))
+            groups[i : i + 2] = [np.concatenate(groups[i : i + 2])]
         self.classes = []
-        for k in np.unique(level):
-            users = np.flatnonzero(level == k)
+        for users in groups:
             n = int(self.counts[users].max())
             take = np.full((len(users), n), batch, dtype=np.int64)
             row = np.full(self.size, -1, dtype=np.int64)
