@@ -30,10 +30,11 @@ import numpy as np
 
 METHODS = ("dpsgd", "blt", "auto")
 EPSILONS = (1.0, 2.0, 4.0, 8.0)
-LR_GRID = (0.3, 1.0, 3.0)
+LR_GRID = (0.05, 0.2, 0.8)
 EPOCHS = 10
 BATCH = 64
 DELTA = 1e-5
+SELECTION_SEEDS = (100, 101)
 
 
 @contextlib.contextmanager
@@ -90,7 +91,7 @@ def accuracy(model, x, y) -> float:
     return acc(model, x, y)
 
 
-def select_lr(method, epsilon, train_rows, *, epochs, grid, seeds=(100, 101)):
+def select_lr(method, epsilon, train_rows, *, epochs, grid, seeds=SELECTION_SEEDS):
     """Best rate of ``grid`` by mean validation accuracy (20% of the training rows)."""
     from sklearn.model_selection import train_test_split
 
@@ -114,6 +115,7 @@ def compare(
     seeds=range(5),
     grid=LR_GRID,
     epochs=EPOCHS,
+    selection_seeds=SELECTION_SEEDS,
     log=print,
 ) -> dict[str, Any]:
     """Per ``"<method>@eps=<e>"``: mean test accuracy over ``seeds``, the 95% t half-width, the
@@ -130,7 +132,9 @@ def compare(
         for eps in epsilons:
             for method in methods:
                 start = time.perf_counter()
-                lr, scores = select_lr(method, eps, (x_tr, y_tr), epochs=epochs, grid=grid)
+                lr, scores = select_lr(
+                    method, eps, (x_tr, y_tr), epochs=epochs, grid=grid, seeds=selection_seeds
+                )
                 accs, reported, trainer = [], [], None
                 for seed in seeds:
                     model, trainer = train(method, eps, (x_tr, y_tr), seed=seed, lr=lr,
