@@ -14,10 +14,10 @@ name            the mechanism chosen for T steps and the run's participation pat
 ==============  ====================================================================
 
 Every choice depends on (T, participation) only, which are public, so it costs no privacy.
-``privopt.torch``, the CLI and the reproductions read names here. With amplification
-(``privopt.torch``'s ``mechanism="banded"``, ``privopt.federated``'s ``sampling="cyclic-poisson"``)
-the banded C is tuned for single participation, ``bands=L`` (the sensitivity that scales its
-noise is its largest column norm; :mod:`privopt.torch.amplified`). Older spellings
+``privopt.torch``, the CLI and the reproductions read names here. ``privopt.torch``'s amplified
+``mechanism="banded"`` (cyclic Poisson over L parts) asks for ``bands=L`` with single
+participation: the sensitivity that scales its noise is C's largest column norm
+(:mod:`privopt.torch.amplified`). Older spellings
 (``dp-sgd``, ``nu-dp-ftrl``, underscores) are accepted with a ``DeprecationWarning``.
 """
 
