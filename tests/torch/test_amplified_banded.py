@@ -168,3 +168,19 @@ def test_refusals_are_one_clear_line(kwargs, message):
     with pytest.raises(ValueError, match=message) as caught:
         build_plan(mechanism, num_records, **arguments)
     assert "\n" not in str(caught.value)
+
+
+def test_resume_from_a_checkpoint_replays_the_cyclic_schedule_bit_for_bit(target, tmp_path):
+    whole = _trainer(seed=4)
+    whole.fit()
+    first = _trainer(seed=4)
+    first.step()
+    first.save(tmp_path / "ckpt.pt")
+    first.step()  # discarded by the resume
+    resumed = _trainer(seed=9)  # other keys: the checkpoint's are restored
+    resumed.load(tmp_path / "ckpt.pt")
+    assert resumed.step_count == 1
+    resumed.fit()
+    pairs = zip(whole.model.state_dict().values(), resumed.model.state_dict().values(), strict=True)
+    assert all(torch.equal(a, b) for a, b in pairs)
+    assert resumed.ledger.events == whole.ledger.events
