@@ -540,7 +540,7 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
             if part.part == "part":
                 return
             sums, unclipped = self._large.clipped(self.plan.clip_norm, self.user_clipping)
-            rest = [unclipped.long()] if count else []
+            rest = [unclipped.long()] if self._adaptive is not None or self.diagnostics else []
         if self._sums is None:
             self._sums = sums
         else:
