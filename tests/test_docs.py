@@ -3,9 +3,12 @@
 Each block runs in a fresh interpreter, in an empty temporary directory, importing privopt from
 a temporary copy of ``src/privopt`` with nothing beside it: a block that needs a name from another
 block, a file of the repository or a path outside it (``../shared``) fails here. Blocks that are
-not meant to run are fenced as ```text, ```console or ```bash. A block taking more than about
-10 s of CPU is marked slow: in the docs by the line ``<!-- docs-test: slow -->`` just above the
-fence, in the README (owned elsewhere, so not annotated) by its content (``README_SLOW``).
+not meant to run are fenced as ```text, ```console or ```bash.
+
+The site's blocks run in ``make test-all`` (CI), with the site's strict build: each costs a fresh
+interpreter importing privopt (seconds of CPU), and together they were the largest item of the
+fast suite. The README's blocks run in ``make test`` unless they take more than about 10 s of CPU,
+recognised by their content (``README_SLOW``) or by their measured time (tests/slow_tests.txt).
 
 The site itself (``make docs``: ``mkdocs build --strict``) is built in CI; the checks here are the
 runnable examples and what the pages must never say.
@@ -24,7 +27,6 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
-SLOW_MARK = "<!-- docs-test: slow -->"
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
 #: README blocks slower than ~10 s of CPU, recognised by a line they contain.
 README_SLOW = (
@@ -45,7 +47,7 @@ def _pages() -> list[Path]:
 
 
 def _fences(path: Path):
-    """(first line number, language, code, marked slow) of every fenced block of ``path``."""
+    """(first line number, language, code) of every fenced block of ``path``."""
     lines = path.read_text(encoding="utf-8").splitlines()
     i = 0
     while i < len(lines):
@@ -55,14 +57,13 @@ def _fences(path: Path):
             continue
         indent, ticks = match["indent"], match["ticks"]
         language = match["info"].strip().split(" ")[0].lstrip("{.").rstrip("}")
-        previous = next((line.strip() for line in reversed(lines[:i]) if line.strip()), "")
         body = []
         j = i + 1
         while j < len(lines) and lines[j].strip() != ticks:
             line = lines[j]
             body.append(line[len(indent) :] if line.startswith(indent) else line.lstrip())
             j += 1
-        yield i + 1, language, "\n".join(body) + "\n", previous == SLOW_MARK
+        yield i + 1, language, "\n".join(body) + "\n"
         i = j + 1
 
 
@@ -70,10 +71,10 @@ def _blocks():
     params = []
     for path in _pages():
         name = path.relative_to(ROOT).as_posix()
-        for line, language, code, marked in _fences(path):
+        for line, language, code in _fences(path):
             if language != "python":
                 continue
-            slow = marked or (name == "README.md" and any(s in code for s in README_SLOW))
+            slow = name != "README.md" or any(s in code for s in README_SLOW)
             marks = [pytest.mark.slow] if slow else []
             params.append(pytest.param(code, id=f"{name}:{line}", marks=marks))
     return params
@@ -122,7 +123,7 @@ def test_every_fence_names_its_language():
     unnamed = [
         f"{path.relative_to(ROOT)}:{line} ({language or 'no language'})"
         for path in sorted(DOCS.rglob("*.md"))
-        for line, language, _, _ in _fences(path)
+        for line, language, _ in _fences(path)
         if language not in LANGUAGES
     ]
     assert not unnamed, (
@@ -132,15 +133,6 @@ def test_every_fence_names_its_language():
 
 def test_docs_have_python_blocks_to_run():
     assert len([p for p in _blocks() if "README.md" not in p.id]) >= 10
-
-
-def test_slow_marker_sits_on_a_python_block():
-    for path in sorted(DOCS.rglob("*.md")):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        for number, line in enumerate(lines):
-            if line.strip() == SLOW_MARK:
-                following = next((x for x in lines[number + 1 :] if x.strip()), "")
-                assert following.strip() == "```python", f"{path.relative_to(ROOT)}:{number + 1}"
 
 
 @pytest.mark.parametrize(
