@@ -57,8 +57,9 @@ def test_synchronous_equals_in_memory(synchronous, big, public, partitions):
 
 
 def test_the_rows_never_reach_the_client(synchronous, big, monkeypatch):
-    # the rounds' rows stay on the workers: every gather (the preprocessing slice, the moment
-    # subset) happens before the first round's pass, then T passes of per-partition statistics
+    # the rounds' rows stay on the workers: every gather of the fit (the preprocessing slice,
+    # the moment subset) happens before the first round's pass, then T passes of per-partition
+    # statistics
     events = []
     take, statistics = dask_rounds.PartitionedRows.take, dask_rounds._RoundTasks.statistics
     monkeypatch.setattr(
@@ -76,7 +77,9 @@ def test_the_rows_never_reach_the_client(synchronous, big, monkeypatch):
     assert_same_fit(reference(False, X, y), fitted)
     steps = fitted.fit_info_["steps"]
     assert fitted.fit_info_["round_passes"] == steps > 2
-    assert events == ["take", "take"] + ["round"] * steps  # preprocessing, moment, rounds
+    # preprocessing, moment, rounds, then the quality release's rows (private_r2_: a fixed
+    # stride of at most QUALITY_ROWS rows, gathered once the model is released)
+    assert events == ["take", "take"] + ["round"] * steps + ["take"]
 
 
 def test_the_noise_matters(synchronous, big):
