@@ -364,3 +364,16 @@ def test_a_user_level_run_resumes_from_a_checkpoint_bit_for_bit(tmp_path):
     for a, b in zip(model.parameters(), model3.parameters(), strict=True):
         assert torch.equal(a, b)
     assert resumed.report.neighbouring == "user-level zero-out"
+
+
+def test_diagnostics_count_users_left_unclipped():
+    x, y, users = _heavy_user_data(n_heavy=9, others=5)
+    model, opt = _mlp()
+    with pytest.warns(Warning, match="number of users left unclipped"):
+        trainer = pt.PrivateTrainer(model, opt, (x, y), epsilon=4.0, delta=1e-3, epochs=2,
+                                    batch_size=6, clip_norm=1e6, mechanism="blt", seed=1,
+                                    users=users, diagnostics=True,
+                                    max_physical_batch_size=4)  # fmt: skip
+    info = trainer.step()  # all 6 users in the batch; none clipped at G = 1e6
+    assert info.unclipped == 6
+    assert any("users left unclipped" in d for d in trainer.report.non_private_releases)

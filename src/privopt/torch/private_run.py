@@ -281,14 +281,15 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
             self.ledger.assume(SECRET_SEED_ASSUMPTION)
         self.diagnostics = bool(diagnostics)
         if self.diagnostics:
+            what = "examples" if self.users is None else "users"
             warnings.warn(
-                "diagnostics=True releases the per-step number of examples left unclipped "
+                f"diagnostics=True releases the per-step number of {what} left unclipped "
                 "without noise; it is not covered by the privacy report's guarantee.",
                 NonPrivateDiagnosticsWarning,
                 stacklevel=3,
             )
             self.ledger.disclose(
-                "per-step number of examples left unclipped in the private batch (no noise)"
+                f"per-step number of {what} left unclipped in the private batch (no noise)"
             )
         self.last_unclipped: int | None = None  # with diagnostics only
         self._held = [p for group in optimizer.param_groups for p in group["params"]]
