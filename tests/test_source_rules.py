@@ -232,12 +232,6 @@ CALIBRATORS = {
 WHAT_IF_CALCULATORS = {
     "cli.py": {"account_calibrate_gaussian", "account_calibrate_dpsgd"},
 }
-#: not yet routed (issue 28): the private grid search's split of epsilon over its candidates
-#: calls the search itself; training.calibrate.split_epsilon is the same search, to be called
-#: instead (None: the module-level import). Remove the entry once it is.
-NOT_YET_ROUTED = {
-    "model_selection/_search.py": {None, "candidate_target"},
-}
 
 
 def _calibrator_uses(tree: ast.AST) -> list[tuple[int, str | None]]:
@@ -270,7 +264,7 @@ def test_accounting_calibrations_are_called_only_by_the_one_calibration():
         relative = path.relative_to(SOURCE).as_posix()
         if relative.startswith(SEARCH_ALLOWED):
             continue
-        allowed = WHAT_IF_CALCULATORS.get(relative, set()) | NOT_YET_ROUTED.get(relative, set())
+        allowed = WHAT_IF_CALCULATORS.get(relative, set())
         offenders += [
             f"{relative}:{line} {function}"
             for line, function in _calibrator_uses(ast.parse(path.read_text()))

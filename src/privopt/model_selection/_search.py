@@ -48,13 +48,13 @@ from sklearn.utils.validation import _num_samples, check_is_fitted, indexable
 from privopt._leak import leak_checks_suppressed
 from privopt._validate import describe_non_numeric
 from privopt.accounting import ApproxDPEvent, PrivacyBudget, PrivacyLedger
-from privopt.accounting._search import feasible_boundary
 from privopt.accounting.events import Neighbouring
 from privopt.estimators._base import PrivateEstimator
 from privopt.estimators._input import NON_NUMERIC_FIX
 from privopt.estimators._params import store_params
 from privopt.model_selection._scoring import UTILITY_SENSITIVITY, record_utilities
 from privopt.noise.selection import exponential_mechanism
+from privopt.training.calibrate import split_epsilon
 
 __all__ = ["PrivateGridSearchCV", "budget_split", "candidate_target"]
 
@@ -71,8 +71,8 @@ MAX_EPSILON = 700.0
 def candidate_target(epsilon: float, delta: float, fits: int) -> tuple[float, float]:
     """(epsilon_c, delta_c): ``fits`` (epsilon_c, delta_c)-DP fits compose to <= ``epsilon``.
 
-    delta_c = delta / (2 fits); epsilon_c is the largest value (the library's one verified
-    search, :func:`privopt.accounting._search.feasible_boundary`) with
+    delta_c = delta / (2 fits); epsilon_c is the largest value (the training core's one verified
+    search, :func:`privopt.training.calibrate.split_epsilon`) with
     ``ApproxDPEvent(epsilon_c, delta_c, count=fits).composed_epsilon(delta) <= epsilon``, the
     same function the report evaluates.
     """
@@ -84,13 +84,7 @@ def candidate_target(epsilon: float, delta: float, fits: int) -> tuple[float, fl
             "epsilon protects anything. Use a smaller epsilon."
         )
 
-    def excess(eps: float) -> float:
-        return ApproxDPEvent(eps, delta_c, count=fits).composed_epsilon(delta) - epsilon
-
-    low = epsilon / fits / 2.0
-    if excess(low) > 0:
-        raise ValueError(f"No per-candidate epsilon found for {fits} fits at {epsilon}.")
-    return feasible_boundary(excess, good=low, bad=epsilon, rtol=1e-12), delta_c
+    return split_epsilon(epsilon, delta, fits, delta_c), delta_c
 
 
 def budget_split(
