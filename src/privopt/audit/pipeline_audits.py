@@ -140,8 +140,10 @@ def cached_calibration() -> Iterator[None]:
     original_calibrate = TrainingPlan.calibrate
     plans: dict[tuple, Any] = {}
 
-    def calibrate(self, epsilon, delta, *args, **kwargs):
-        key = (repr(self), float(epsilon), float(delta), repr(args), repr(sorted(kwargs.items())))
+    def calibrate(self, epsilon=None, delta=None, *args, **kwargs):
+        # epsilon and delta are None for a GDP target (calibrate(mu=...), DP-AMBSSGD's rounds);
+        # repr of a float is exact, so the key is as precise as the values
+        key = (repr(self), repr(epsilon), repr(delta), repr(args), repr(sorted(kwargs.items())))
         if " at 0x" in key[0]:  # an object without a value repr: not safely cacheable
             return original_calibrate(self, epsilon, delta, *args, **kwargs)
         if key not in plans:
