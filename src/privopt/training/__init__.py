@@ -32,7 +32,7 @@ from privopt.training.batching import (
     SinglePass,
     shuffled_pass,
 )
-from privopt.training.calibrate import calibrate_noise_multiplier, event_epsilon
+from privopt.training.calibrate import calibrate_noise_multiplier, event_epsilon, split_epsilon
 from privopt.training.gradients import (
     GenericModel,
     GradientModel,
@@ -42,7 +42,7 @@ from privopt.training.gradients import (
     as_model,
 )
 from privopt.training.loop import StepInfo, execute, iterate, iterate_rounds, open_stream, run
-from privopt.training.plan import TrainingPlan
+from privopt.training.plan import TiedThreshold, TrainingPlan
 from privopt.training.thresholds import (
     ClipSource,
     DPStatThreshold,
@@ -77,6 +77,7 @@ __all__ = [
     "SampledWithoutReplacement",
     "SinglePass",
     "StepInfo",
+    "TiedThreshold",
     "TrainingPlan",
     "UpdateRule",
     "adjusted_gradient_multiplier",
@@ -89,4 +90,5 @@ __all__ = [
     "open_stream",
     "run",
     "shuffled_pass",
+    "split_epsilon",
 ]
