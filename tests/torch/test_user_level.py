@@ -377,3 +377,30 @@ def test_diagnostics_count_users_left_unclipped():
     info = trainer.step()  # all 6 users in the batch; none clipped at G = 1e6
     assert info.unclipped == 6
     assert any("users left unclipped" in d for d in trainer.report.non_private_releases)
+
+
+@pytest.mark.parametrize(
+    "users",
+    [
+        np.array([0, 1, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5]),  # the padding right after row B - 1
+        np.array([0, 0, 2, 2, 2, 5, 5, 5, 5, 5, 5, 5, 5, 9]),  # slots without examples
+    ],
+)
+def test_padding_edge_cases_are_exact(users, monkeypatch):
+    import privopt.torch._groups as groups_module
+
+    costs = groups_module._linear_costs
+    monkeypatch.setattr(
+        groups_module, "_linear_costs", lambda *a: {k: float(k != "padded") for k in costs(*a)}
+    )
+    gen = torch.Generator().manual_seed(4)
+    torch.manual_seed(4)
+    model, x = _case("mlp", gen)
+    model, x = model.double(), x.double()
+    y = torch.randint(0, 3, (14,), generator=gen)
+    clipper = GradientClipper(model)
+    got, _ = clipper.clipped_sum(_ce, x, y, G, groups=users)
+    clipper.remove()
+    expected = per_user_loop(model, _ce, x, y, users, G)
+    for name, value in expected.items():
+        torch.testing.assert_close(got[name], value, rtol=0, atol=1e-12)

@@ -76,7 +76,8 @@ class Groups:
         # its users and the rows to take (B: a zero row), or a slice when the class's rows
         # are already contiguous and unpadded (the loader's order)
         level = np.ceil(np.log2(np.maximum(self.counts, 1))).astype(np.int64)
-        groups = [np.flatnonzero(level == k) for k in np.unique(level)]
+        groups = [np.flatnonzero((level == k) & (self.counts > 0)) for k in np.unique(level)]
+        groups = [g for g in groups if len(g)]  # a slot without examples has a zero norm
         while len(groups) > MAX_CLASSES:  # merge the adjacent pair whose padding costs least
             cost = [
                 len(a) * (int(self.counts[b].max()) ** 2 - int(self.counts[a].max()) ** 2)
@@ -93,7 +94,7 @@ class Groups:
             examples = np.flatnonzero(row[slots] >= 0)
             take[row[slots[examples]], position[examples]] = examples
             take = take.reshape(-1)
-            if take[0] + len(take) - 1 == take[-1] and np.all(np.diff(take) == 1):
+            if take.max() < batch and np.all(np.diff(take) == 1):  # no padding, in order
                 rows = slice(int(take[0]), int(take[-1]) + 1)  # a view, no copy
             else:
                 rows = torch.as_tensor(take, device=device)
