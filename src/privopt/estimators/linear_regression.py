@@ -98,8 +98,13 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     ``adassp``, ``ambssgd``) those releases share the rows and take a share of the GDP budget
     (10% to 30% of mu^2; exact GDP composition); for the methods that calibrate themselves
     (``dpsgd``, ``ssgd``, ``ftrl-sigma``) they use a disjoint secret slice at the full budget
-    (parallel composition). With fewer rows than the quantiles need (about 1,100 at epsilon = 1
-    and d = 4) the fit is refused with the way out (public bounds).
+    (parallel composition). Where the Gaussian-only methods' full bounds would need more than
+    the whole budget (small N epsilon: the power-plant table at epsilon = 0.1), coarse bounds
+    take their place (:mod:`privopt.releases.coarse_bounds`: a median and a spread per column,
+    the row radius and one vector of clip counts, 2 d + 3 releases instead of 7 d + 6; see
+    :meth:`_bounds_plan` for the analysis); a fit is refused, with the rows needed and the way
+    out (public bounds), only where a coarse release would have fewer than 20 ranks of
+    resolution (about 500 rows at epsilon = 1 and d = 4) or a disjoint slice does not fit.
 
     Methods (``method``):
 
