@@ -1,0 +1,103 @@
+"""Issue 31: the bounds-free DPLinearRegression at small epsilon and on low-signal tables.
+
+For each table and epsilon: the median and worst test R^2 over seeds of OLS, of the default
+given correct public bounds (the table's ranges), and of the default with no bounds, with the
+ratio of the medians; and, for the no-bounds fits, how many raised the UtilityWarning and how
+many had a test R^2 <= 0 without it (the issue's "never silently worse than the mean"). Tables:
+the bundled power-plant table (80/20 split per seed, also on 5,000 and 2,000 training rows) and
+synthetic low-signal tables (Gaussian or Student-t(3) features, OLS R^2 0.08-0.2). Run:
+``python benchmarks/small_epsilon.py [--seeds 20]``; writes small_epsilon_results.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import warnings
+from pathlib import Path
+
+import numpy as np
+
+from privopt import DPLinearRegression
+from privopt.datasets import load_power_plant
+from privopt.estimators._utility import UtilityWarning
+
+HERE = Path(__file__).resolve().parent
+
+
+def _r2(y, prediction) -> float:
+    return float(1.0 - np.mean((y - prediction) ** 2) / np.var(y))
+
+
+def _power_plant(seed: int, rows: int | None):
+    table = load_power_plant()
+    X, y = np.asarray(table.X, float), np.asarray(table.y, float)
+    order = np.random.default_rng(1000 + seed).permutation(len(y))
+    k = int(0.8 * len(y))
+    train = order[:k] if rows is None else order[:rows]
+    return X[train], y[train], X[order[k:]], y[order[k:]]
+
+
+def _synthetic(seed: int, rows: int, d: int, heavy: bool):
+    rng = np.random.default_rng(seed)
+    beta = np.linspace(1.0, -1.0, d) / np.sqrt(d) * 0.5
+
+    def draw(m):
+        X = rng.standard_t(3, size=(m, d)) if heavy else rng.normal(size=(m, d))
+        return X, X @ beta + 5.0 + rng.normal(size=m)
+
+    X, y = draw(rows)
+    Xt, yt = draw(20_000)
+    return X, y, Xt, yt
+
+
+def _row(name, epsilon, seeds, data):
+    out = {"ols": [], "public_bounds": [], "no_bounds": []}
+    warned = silent_bad = 0
+    for seed in range(seeds):
+        X, y, Xt, yt = data(seed)
+        w = np.linalg.lstsq(np.c_[X, np.ones(len(X))], y, rcond=None)[0]
+        out["ols"].append(_r2(yt, np.c_[Xt, np.ones(len(Xt))] @ w))
+        bounds = {"feature_bounds": np.c_[X.min(0), X.max(0)], "target_bounds": (y.min(), y.max())}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model = DPLinearRegression(epsilon=epsilon, random_state=seed, **bounds).fit(X, y)
+        out["public_bounds"].append(_r2(yt, model.predict(Xt)))
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = DPLinearRegression(epsilon=epsilon, random_state=seed).fit(X, y)
+        score = _r2(yt, model.predict(Xt))
+        out["no_bounds"].append(score)
+        warn = any(issubclass(c.category, UtilityWarning) for c in caught)
+        warned += warn
+        silent_bad += score <= 0 and not warn
+    medians = {k: statistics.median(v) for k, v in out.items()}
+    row = {"table": name, "epsilon": epsilon, "seeds": seeds}
+    for key, values in out.items():
+        row[f"{key}_median"], row[f"{key}_worst"] = round(medians[key], 4), round(min(values), 4)
+    row["no_bounds_over_public_bounds"] = round(medians["no_bounds"] / medians["public_bounds"], 3)
+    row["warned"], row["r2_le_0_unwarned"] = warned, silent_bad
+    print(row, flush=True)
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=20)
+    args = parser.parse_args()
+    rows = []
+    for epsilon in (0.1, 0.3, 1.0):
+        rows.append(_row("power plant", epsilon, args.seeds, lambda s: _power_plant(s, None)))
+    rows.append(_row("power plant 5,000", 0.1, args.seeds, lambda s: _power_plant(s, 5000)))
+    rows.append(_row("power plant 2,000", 0.3, args.seeds, lambda s: _power_plant(s, 2000)))
+    for rows_, d, heavy in ((4000, 12, False), (8000, 20, True), (15000, 27, False)):
+        name = f"synthetic {'t3' if heavy else 'normal'} {rows_} x {d}"
+        rows.append(
+            _row(name, 1.0, args.seeds, lambda s, r=rows_, p=d, h=heavy: _synthetic(s, r, p, h))
+        )
+    (HERE / "small_epsilon_results.json").write_text(json.dumps(rows, indent=1) + "\n")
+
+
+if __name__ == "__main__":
+    main()
