@@ -2,7 +2,6 @@
 
 import numpy as np
 import pytest
-from sklearn.utils.estimator_checks import parametrize_with_checks
 
 import privopt
 from privopt import DPLinearRegression
@@ -147,32 +146,8 @@ def test_bad_input_is_named(X, y, kwargs, match):
         DPLinearRegression(**kwargs).fit(X, y)
 
 
-# scikit-learn's estimator checks. They use tiny data sets (tens of rows), so the estimator is
-# given public bounds (no private preprocessing rows needed) and a generous epsilon. A private
-# estimator cannot pass checks that demand the exact non-private answer; they are listed here.
-EXPECTED_FAILURES = {
-    "check_regressors_train": "with tiny n the DP noise dominates; R^2 > 0.5 is not attainable "
-    "privately at these sizes",
-    "check_sample_weight_equivalence_on_dense_data": "integer weights are compared with repeated "
-    "rows: a private fit on a different number of rows draws different noise",
-}
-
-
-@parametrize_with_checks(
-    [
-        DPLinearRegression(
-            epsilon=50.0,
-            method="adassp",  # the contract is method-independent; AdaSSP keeps the checks fast
-            max_sample_weight=10.0,  # scikit-learn's checks weigh rows by up to 4
-            feature_bounds=(-100, 100),
-            target_bounds=(-1000, 1000),
-            random_state=0,
-        )
-    ],
-    expected_failed_checks=lambda est: EXPECTED_FAILURES,
-)
-def test_sklearn_compatible(estimator, check):
-    check(estimator)
+# scikit-learn's estimator checks of DPLinearRegression (the same configuration) run once, in
+# tests/estimators/test_sklearn_checks.py, with every other privopt estimator.
 
 
 @pytest.mark.parametrize(
