@@ -142,18 +142,18 @@ def make_private(
             (inputs, targets) tensors or numpy arrays, a non-shuffling DataLoader).
         epsilon, delta: the target of the whole run (the report's epsilon is at most it).
         epochs, batch_size, clip_norm: passes, (expected) batch b, per-example l2 clip G.
-        mechanism: ``"blt"`` (default), ``"dpsgd"``, ``"nu-dpftrl"``, ``"optimal-cc"``,
-            ``"tree"``, ``"banded"`` or a :class:`privopt.noise.Mechanism`.
+        mechanism: ``"blt"`` (default), ``"dpsgd"``, ``"nu-dpftrl"``, ``"optimal-cc"``, ``"tree"``,
+            ``"banded"`` (cyclic Poisson, amplified), ``"banded-fixed"``, ``"auto"`` (the least
+            expected error for (N, b, E, epsilon, delta)) or a :class:`privopt.noise.Mechanism`.
         seed: secret root of the batch order and the noise (None: from the operating system).
         loss_reduction: ``"mean"`` (the loop's loss is the mean over the loader batch, as
             ``F.cross_entropy`` returns it) or ``"sum"``.
         max_physical_batch_size: split each logical batch into loader chunks of at most this
             many examples (gradient accumulation; one ``step()`` per chunk).
         grad_scaler: the ``torch.amp.GradScaler`` the loop uses (fp16), if any.
-        users: one user id per record (aligned with ``data``): the privacy unit becomes the
-            user (:mod:`privopt.torch._users`: N users, ``batch_size`` counts users, batches
-            hold all the records of their users, each user's summed gradient is clipped;
-            ``user_clipping="mean"``: its mean). Records without an id are refused.
+        users: one id per record: the user becomes the privacy unit (:mod:`~privopt.torch._users`:
+            N users, ``batch_size`` counts users, batches hold whole users, each user's summed
+            gradient clipped, or its mean: ``user_clipping="mean"``); missing ids refused.
         **options: ``user_clipping``, ``neighbouring``, ``accountant``, ``ledger``,
             ``adaptive_clipping``, ``allow_large_delta``, ``lr_scheduler`` (checkpointed),
             ``autocast`` (the loop's autocast dtype, checked up front), ``diagnostics``
@@ -255,7 +255,7 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
         self.max_physical_batch_size, self.grad_scaler = max_physical_batch_size, grad_scaler
         plan, self.choices = build_plan(
             mechanism, n, batch_size=batch_size, epochs=epochs, clip_norm=clip_norm,
-            neighbouring=neighbouring,
+            neighbouring=neighbouring, epsilon=self.epsilon, delta=self.delta,
         )  # fmt: skip
         if adaptive_clipping is not None:
             plan = dataclasses.replace(plan, adaptive_clipping=adaptive_clipping)
