@@ -404,3 +404,20 @@ def test_padding_edge_cases_are_exact(users, monkeypatch):
     expected = per_user_loop(model, _ce, x, y, users, G)
     for name, value in expected.items():
         torch.testing.assert_close(got[name], value, rtol=0, atol=1e-12)
+
+
+@pytest.mark.slow  # two calibrations of amplified banded: ~40 s on a loaded core
+def test_amplified_banded_samples_users_by_cyclic_poisson():
+    x = torch.randn(300, 5, dtype=torch.float64)
+    y = torch.randint(0, 3, (300,))
+    users = np.arange(300) // 3  # 100 users of 3 records
+    model, opt = _mlp()
+    trainer = pt.PrivateTrainer(model, opt, (x, y), epsilon=2.0, delta=1e-4, epochs=2,
+                                batch_size=10, clip_norm=1.0, mechanism="banded", seed=0,
+                                users=users)  # fmt: skip
+    plan, choices = build_plan("banded", 100, batch_size=10, epochs=2, clip_norm=1.0,
+                               epsilon=2.0, delta=1e-4)  # fmt: skip
+    assert trainer.choices.get("sampling") == choices.get("sampling") == "cyclic-poisson"
+    assert trainer.plan.event() == plan.calibrate(2.0, 1e-4).event()
+    report = trainer.fit()
+    assert report.neighbouring == "user-level zero-out" and report.epsilon <= 2.0 + 1e-12
