@@ -29,6 +29,7 @@ from privopt._validate import check_design, check_positive
 from privopt.accounting import GaussianEvent, Neighbouring, PrivacyLedger
 from privopt.clipping import clip_factors, row_norms
 from privopt.noise.rng import gaussian_noise
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "ADASSP_LOWER_BOUND_SIGMAS",
@@ -229,9 +230,9 @@ def adassp_release(
         raise ValueError(f"Expected budget_split of three positive shares, got {budget_split!r}.")
     shares = shares / shares.sum()  # shares of mu^2: the three releases compose to mu exactly
     mu_lam, mu_gram, mu_moment = (mu * math.sqrt(share) for share in shares)
-    std_lam = sens.lambda_min / mu_lam
-    std_gram = sens.gram / mu_gram
-    std_moment = sens.moment / mu_moment
+    std_lam = gaussian_release_std(sens.lambda_min, mu_lam)
+    std_gram = gaussian_release_std(sens.gram, mu_gram)
+    std_moment = gaussian_release_std(sens.moment, mu_moment)
 
     # (a) private lower bound on lambda_min(Z^T Z)
     lam_release = float(np.linalg.eigvalsh(gram)[0]) + gaussian_noise(rng, std_lam)

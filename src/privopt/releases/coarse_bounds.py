@@ -62,6 +62,7 @@ from privopt.releases.quantile_bounds import (
     row_level,
     tail_level,
 )
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = ["coarse_budgets", "coarse_quantile_bounds", "coarse_releases"]
 
@@ -183,7 +184,7 @@ def coarse_quantile_bounds(
         np.count_nonzero(np.abs(sample - x_center) > box, axis=0),
         np.count_nonzero(np.abs(target - y_center) > y_radius),
     )
-    count_std = math.sqrt(counts.size) / mu_counts
+    count_std = gaussian_release_std(math.sqrt(counts.size), mu_counts)
     noisy = counts + gaussian_noise(rng, count_std, counts.size)
     ledger.record(
         GaussianEvent(math.sqrt(counts.size), count_std, label="private clip counts of the boxes"),

@@ -35,6 +35,7 @@ import numpy as np
 from privopt.accounting import GaussianEvent, PrivacyLedger
 from privopt.noise.rng import gaussian_noise
 from privopt.releases.preprocess import LinearBounds
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = ["QUALITY_CLIP", "QUALITY_ROWS", "QUALITY_SHARE", "private_r2"]
 
@@ -78,7 +79,7 @@ def private_r2(
         ]
     )
     sensitivity = math.sqrt(3.0) if ledger.neighbouring.value == "zero-out" else math.sqrt(6.0)
-    std = sensitivity / mu
+    std = gaussian_release_std(sensitivity, mu)
     u, v, s = exact + gaussian_noise(rng, std, 3)
     ledger.record(
         GaussianEvent(sensitivity, std, label="private fit quality (clipped residual sums)"),

@@ -52,6 +52,7 @@ from scipy.stats import norm
 from privopt.accounting import GaussianEvent, PrivacyLedger, SamplingFailureEvent, gdp_mu
 from privopt.accounting.events import Neighbouring
 from privopt.noise.rng import gaussian_noise
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "LABEL_FAILURE_SHARE",
@@ -169,7 +170,7 @@ def release_label_set(
     # a relative 1e-9 below the target so that the ledger's inverse never prints above it
     mu = gdp_mu(epsilon * (1.0 - 1e-9), delta - failure)
     sensitivity = label_count_sensitivity(ledger.neighbouring)
-    std = sensitivity / mu
+    std = gaussian_release_std(sensitivity, mu)
     threshold = 1.0 + std * float(norm.isf(failure))
     keys, counts = np.unique(np.asarray(y), return_counts=True)
     try:

@@ -57,6 +57,7 @@ from privopt.clipping.quantiles import bounded_range_epsilon, log_grid, quantile
 from privopt.noise.rng import gaussian_noise
 from privopt.releases.adassp import ADASSP_RIDGE_Z, adassp_sensitivities, gram_matrix
 from privopt.releases.preprocess import LinearBounds
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "NEWTON_SHARES",
@@ -482,7 +483,7 @@ def newton_release(
     factor = sens.moment / (R * T)  # 2 under replace-one, 1 under zero-out
     quantile_share = residual_quantile_share(mu, steps, shares, quantile_n)
     mus = mu * np.sqrt(newton_shares(steps, shares, quantile_share))
-    std_gram = sens.gram / mus[0]
+    std_gram = gaussian_release_std(sens.gram, mus[0])
     rows, cols = np.triu_indices(p)
     noise = np.zeros((p, p))
     noise[rows, cols] = gram_upper[rows, cols] + gaussian_noise(rng, std_gram, rows.size)
@@ -521,7 +522,7 @@ def newton_release(
             )
             release += 1
             rho = min(RESIDUAL_MULTIPLIER * q.value, top)
-        std = factor * R * rho / mus[release]
+        std = gaussian_release_std(factor * R * rho, mus[release])
         gradient = statistics.clipped_gradient(w, rho) + gaussian_noise(rng, std, p)
         ledger.record(
             GaussianEvent(factor * R * rho, std, label=f"noisy-Newton clipped gradient {k}"),

@@ -27,6 +27,7 @@ from privopt._validate import check_count, check_positive
 from privopt.accounting import GaussianEvent, Neighbouring, PrivacyLedger
 from privopt.clipping import clip_factors, dp_stat, dp_stat_margin, row_norms
 from privopt.noise.rng import gaussian_noise
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "LinearBounds",
@@ -375,7 +376,7 @@ def private_bounds(
             "or more data."
         )
     # DP-STAT is 1/(2 alpha^2)-zCDP and, as K Gaussian counts of std alpha sqrt(K), 1/alpha-GDP.
-    alpha = 1.0 / mu
+    alpha = gaussian_release_std(1.0, mu)
 
     def approx_max(values: np.ndarray, chunk: int, label: str) -> float:
         result = dp_stat(
@@ -397,7 +398,7 @@ def private_bounds(
         # sensitivity 2 bound / m under replace-one and bound / m under add/remove.
         m = values.shape[0] if per_chunk is None else per_chunk
         sensitivity = 2.0 * bound / m
-        std = sensitivity / mu
+        std = gaussian_release_std(sensitivity, mu)
         ledger.record(GaussianEvent(sensitivity, std, label=label), partition=("preprocess", chunk))
         return values.sum(axis=0) / m + gaussian_noise(rng, std, values.shape[1:])
 
@@ -495,7 +496,7 @@ def private_second_moment(
     zc = np.asarray(Z[rows], dtype=float)
     zc = zc * clip_factors(np.linalg.norm(zc, axis=1), row_bound)[:, None]
     sensitivity = math.sqrt(2.0) * row_bound**2 / m
-    std = sensitivity / mu
+    std = gaussian_release_std(sensitivity, mu)
     ledger.record(
         GaussianEvent(sensitivity, std, label="private second moment"), partition=partition
     )

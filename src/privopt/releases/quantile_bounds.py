@@ -30,6 +30,7 @@ from privopt.clipping.quantiles import (
 )
 from privopt.noise.rng import gaussian_noise
 from privopt.releases.preprocess import LinearBounds
+from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "QUANTILE_ROWS",
@@ -325,7 +326,7 @@ def private_quantile_bounds(
     # vector (sensitivity sqrt(d): each count moves by at most 1)
     distance = np.abs(sample - x_center)
     outer = distance > tolerance
-    count_std = 1.0 / mu_each
+    count_std = gaussian_release_std(1.0, mu_each)  # each count: sensitivity 1 at mu_each
     n_outer = np.count_nonzero(outer, axis=0) + gaussian_noise(rng, count_std, n_features)
     ledger.record(
         GaussianEvent(math.sqrt(n_features), count_std, label="private outer counts"),

@@ -40,7 +40,7 @@ import functools
 import math
 from collections.abc import Callable
 
-from privopt._validate import check_positive, check_probability
+from privopt._validate import check_nonnegative, check_positive, check_probability
 from privopt.accounting import (
     ApproxDPEvent,
     GaussianEvent,
@@ -55,7 +55,7 @@ from privopt.accounting import (
 )
 from privopt.accounting._search import feasible_boundary
 
-__all__ = ["calibrate_noise_multiplier", "event_epsilon", "split_epsilon"]
+__all__ = ["calibrate_noise_multiplier", "event_epsilon", "gaussian_release_std", "split_epsilon"]
 
 #: what an event factory returns: one event, or releases composed on one partition
 Events = PrivacyEvent | tuple[PrivacyEvent, ...]
@@ -201,3 +201,23 @@ def split_epsilon(epsilon: float, delta: float, count: int, delta_each: float) -
     if excess(low) > 0:
         raise ValueError(f"No per-release epsilon found for {count} releases at {epsilon}.")
     return feasible_boundary(excess, good=low, bad=epsilon, rtol=1e-12)
+
+
+def gaussian_release_std(sensitivity: float, mu: float) -> float:
+    """The noise std of one Gaussian release of l2 ``sensitivity`` that spends a GDP budget
+    share ``mu``: the one-shot releases (AdaSSP's three, noisy Newton's Gram matrix and
+    gradients, private means, second moments, counts and label histograms, the quality
+    release) calibrate here, through :func:`calibrate_noise_multiplier` on the
+    :class:`~privopt.accounting.GaussianEvent` they record. The closed form is
+    ``sensitivity / mu`` (Dong, Roth & Su 2019, Theorem 2.7: the Gaussian mechanism is
+    (sensitivity / std)-GDP), verified through a ledger's ``mu`` and rounded toward more noise.
+    A zero sensitivity (a release that does not depend on the data) needs no noise: 0.
+
+    >>> gaussian_release_std(2.0, 0.5), gaussian_release_std(0.0, 0.5)
+    (4.0, 0.0)
+    """
+    sensitivity = check_nonnegative("sensitivity", sensitivity)
+    mu = check_positive("mu", mu)
+    if sensitivity == 0.0:
+        return 0.0
+    return calibrate_noise_multiplier(lambda std: GaussianEvent(sensitivity, std), mu=mu)
