@@ -5,10 +5,9 @@ a temporary copy of ``src/privopt`` with nothing beside it: a block that needs a
 block, a file of the repository or a path outside it (``../shared``) fails here. Blocks that are
 not meant to run are fenced as ```text, ```console or ```bash.
 
-The site's blocks run in ``make test-all`` (CI), with the site's strict build: each costs a fresh
-interpreter importing privopt (seconds of CPU), and together they were the largest item of the
-fast suite. The README's blocks run in ``make test`` unless they take more than about 10 s of CPU,
-recognised by their content (``README_SLOW``) or by their measured time (tests/slow_tests.txt).
+Every block runs in ``make test-all`` (CI), with the site's strict build; ``make test`` runs the
+README's first block (the quick start) only: each block costs a fresh interpreter importing
+privopt (seconds of CPU), and together they were the largest item of the fast suite.
 
 The site itself (``make docs``: ``mkdocs build --strict``) is built in CI; the checks here are the
 runnable examples and what the pages must never say.
@@ -28,13 +27,6 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1]
 DOCS = ROOT / "docs"
 FENCE = re.compile(r"^(?P<indent>[ \t]*)(?P<ticks>`{3,})(?P<info>[^`]*)$")
-#: README blocks slower than ~10 s of CPU, recognised by a line they contain.
-README_SLOW = (
-    "from privopt.torch import",  # torch, a CNN on the digits
-    "load_adult()",  # 32,561 rows
-    "optimize_blt(",  # BLT optimisation for the run
-    "make_overparameterised_regression(",  # d = 2,000 DP-FTRL-Sigma
-)
 #: Languages a fence may declare; anything else (or none) is a block nobody decided about.
 LANGUAGES = {"python", "console", "text", "bash", "yaml", "toml", "json"}
 BLOCK_TIMEOUT_S = 900
@@ -71,10 +63,11 @@ def _blocks():
     params = []
     for path in _pages():
         name = path.relative_to(ROOT).as_posix()
-        for line, language, code in _fences(path):
-            if language != "python":
-                continue
-            slow = name != "README.md" or any(s in code for s in README_SLOW)
+        python_blocks = [
+            (line, code) for line, language, code in _fences(path) if language == "python"
+        ]
+        for index, (line, code) in enumerate(python_blocks):
+            slow = name != "README.md" or index > 0  # the README's quick start stays fast
             marks = [pytest.mark.slow] if slow else []
             params.append(pytest.param(code, id=f"{name}:{line}", marks=marks))
     return params
