@@ -38,6 +38,10 @@ CASES = {  # name: make_private keywords (the loop's loss is the mean, as writte
         "adaptive_clipping": QuantileClipping(count_noise_fraction=0.2),
     },
     "empty": {"mechanism": BLT, "batch_size": 1, "data": (X[:6], Y[:6])},  # rank 1: none
+    # user level: 25 users of 3 or 4 interleaved records; a rank's share is whole users, and
+    # a user larger than the physical batch is accumulated over its own chunks
+    "users": {"mechanism": BLT, "batch_size": 5, "max_physical_batch_size": 4,
+              "users": torch.arange(90) % 25},
 }  # fmt: skip
 RESUME_AT = 4  # the two-rank run saves after this many steps
 
