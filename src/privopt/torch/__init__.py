@@ -33,12 +33,13 @@ from privopt.torch.clipping import (
     clipped_grad_sum,
 )
 from privopt.torch.data import as_records
-from privopt.torch.mechanisms import MECHANISMS, build_plan
+from privopt.torch.mechanisms import MECHANISMS, RUN_MECHANISMS, build_plan
 from privopt.torch.private_run import PrivateRun, make_private
 from privopt.torch.trainer import PrivateTrainer, TrainerStep
 
 __all__ = [
     "MECHANISMS",
+    "RUN_MECHANISMS",
     "GradientClipper",
     "LayoutError",
     "ModelCheck",

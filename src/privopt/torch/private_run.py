@@ -14,8 +14,8 @@ r"""``make_private``: private training in the user's own PyTorch loop.
 
 One :class:`~privopt.training.TrainingPlan` owns the run (one calibration, rounded toward more
 noise; its event recorded in the ledger before any record is read). Step t of the plan, on
-its batch b_t (Poisson sampling for ``"dpsgd"``, fixed batches cycled in the same order every
-epoch for correlated noise; :mod:`privopt.torch.data` says why the loader must be the plan's):
+its batch b_t (Poisson sampling: ``"dpsgd"``; cyclic Poisson: ``"banded"``; else fixed batches
+cycled in one order every epoch; :mod:`privopt.torch.data` says why the loader is the plan's):
 
     p.grad = (sum_{i in b_t} clip_G(grad_i) + sigma G (B z)_t) / D,   then optimizer.step()
 

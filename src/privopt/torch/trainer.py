@@ -18,8 +18,9 @@ sigma, neighbouring relation), so the accountant can never disagree with what ra
   rounded toward more noise), and the plan's event is recorded in the run's
   :class:`~privopt.accounting.PrivacyLedger` before any record is read;
 * **batches**: drawn by the plan from a secret key (:mod:`privopt.torch.data` explains why a
-  user loader may not reorder them): Poisson sampling for ``"dpsgd"``, fixed batches cycled in
-  the same order every epoch for correlated noise;
+  user loader may not reorder them): Poisson sampling for ``"dpsgd"``, cyclic Poisson
+  sampling for ``"banded"`` (amplified), fixed batches cycled in the same order every epoch for
+  the other correlated mechanisms and ``"banded-fixed"``;
 * **step t** on batch b_t:  ``p.grad = (sum_{i in b_t} clip_G(grad_i) + sigma G (B z)_t) / D``
   with the clipped sum from :func:`privopt.torch.clipped_grad_sum`'s machinery, the noise from
   :func:`privopt.noise.torch_streams.torch_noise_stream` on the parameters' device (fp32, or fp64
@@ -100,8 +101,11 @@ class PrivateTrainer(PrivateRun):
         epsilon, delta: the target of the whole run.
         epochs, batch_size: passes and (expected) batch size b.
         clip_norm: G, the per-example l2 clip.
-        mechanism: ``"blt"``, ``"nu-dpftrl"``, ``"optimal-cc"``, ``"tree"``, ``"banded"``,
-            ``"dpsgd"`` or a :class:`privopt.noise.Mechanism` (:mod:`privopt.torch.mechanisms`).
+        mechanism: ``"blt"`` (default), ``"dpsgd"``, ``"nu-dpftrl"``, ``"optimal-cc"``,
+            ``"tree"``, ``"banded"`` (cyclic Poisson sampling, amplified), ``"banded-fixed"``,
+            ``"auto"`` (the least expected error for the run's public N, batch, epochs, epsilon
+            and delta; :mod:`privopt.torch.amplified`) or a :class:`privopt.noise.Mechanism`
+            (:mod:`privopt.torch.mechanisms`).
         loss_fn: ``loss_fn(outputs, targets)`` -> per-example losses (default cross-entropy).
         lr_scheduler: stepped after every optimizer step (and checkpointed).
         neighbouring: ``"zero-out"`` (default) or ``"replace-one"`` (not with ``"dpsgd"``).
