@@ -22,8 +22,8 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-#: Tests measured at 12 s or more each in the fast suite (two workers on a loaded 2-core machine;
-#: about 3 s or more on a quiet one; ``tests/slow_tests.txt`` lists each node id with its time):
+#: Tests measured at 3 s or more each in the fast suite on a quiet 2-core machine (12 s or more
+#: under load; ``tests/slow_tests.txt`` lists each node id with its time):
 #: they run in ``make test-all``, which CI runs. Marked by node id, parameters included, so the
 #: fast cases of the same function stay in ``make test``. A line is the node id (which may hold
 #: spaces) and then its measured time.
