@@ -22,7 +22,7 @@ settings.register_profile(
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
 
 
-#: Tests measured at 3 s or more each in the fast suite on a quiet 2-core machine (12 s or more
+#: Tests measured at 2 s or more each in the fast suite on a quiet 2-core machine (12 s or more
 #: under load; ``tests/slow_tests.txt`` lists each node id with its time):
 #: they run in ``make test-all``, which CI runs. Marked by node id, parameters included, so the
 #: fast cases of the same function stay in ``make test``. A line is the node id (which may hold
