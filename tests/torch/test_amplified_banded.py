@@ -18,22 +18,6 @@ from privopt.training import CyclicPoissonSampling, FixedBatches  # noqa: E402
 N, BATCH, EPOCHS, EPS, DELTA = 40, 15, 2, 2.0, 1e-3  # N // b = 2: bands L = 2 (parts of 20)
 
 
-@pytest.fixture
-def target(monkeypatch):
-    """PrivateRun hands its (epsilon, delta) to build_plan (the one-line patch in the notes);
-    until it does, wrap the name it calls (setdefault: a no-op once it passes them)."""
-    import privopt.torch.private_run as private_run
-
-    original = private_run.build_plan
-
-    def passing(*args, **kwargs):
-        kwargs.setdefault("epsilon", EPS)
-        kwargs.setdefault("delta", DELTA)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(private_run, "build_plan", passing)
-
-
 def _data(seed=0):
     g = torch.Generator().manual_seed(seed)
     return torch.randn(N, 5, generator=g), torch.randn(N, 1, generator=g)
@@ -50,7 +34,7 @@ def _trainer(seed=3, data=None):
     )  # fmt: skip
 
 
-def test_the_recorded_event_is_cyclic_poisson_events_for_the_plan(target):
+def test_the_recorded_event_is_cyclic_poisson_events_for_the_plan():
     trainer = _trainer()
     plan = trainer.plan
     assert isinstance(plan.batches, CyclicPoissonSampling)
@@ -102,7 +86,7 @@ def test_plan_error_is_the_float64_prefix_sum_error():
     assert plan_error(plan) == pytest.approx(reference, rel=1e-10)
 
 
-def test_partial_runs_are_accounted_by_the_truncated_cyclic_event(target):
+def test_partial_runs_are_accounted_by_the_truncated_cyclic_event():
     trainer = _trainer()
     plan = trainer.plan
     groups, q, z = plan.batches.groups, plan.batches.sample_rate, plan.noise_multiplier
@@ -118,7 +102,7 @@ def test_partial_runs_are_accounted_by_the_truncated_cyclic_event(target):
     assert 0 < spent[0] < spent[1] <= final == pytest.approx(trainer.report.epsilon)
 
 
-def test_the_run_is_a_function_of_the_seed_and_make_private_is_the_same_plan(target):
+def test_the_run_is_a_function_of_the_seed_and_make_private_is_the_same_plan():
     one, again, other = _trainer(seed=5), _trainer(seed=5), _trainer(seed=6)
     for trainer in (one, again, other):
         trainer.fit()
@@ -170,7 +154,7 @@ def test_refusals_are_one_clear_line(kwargs, message):
     assert "\n" not in str(caught.value)
 
 
-def test_resume_from_a_checkpoint_replays_the_cyclic_schedule_bit_for_bit(target, tmp_path):
+def test_resume_from_a_checkpoint_replays_the_cyclic_schedule_bit_for_bit(tmp_path):
     whole = _trainer(seed=4)
     whole.fit()
     first = _trainer(seed=4)

@@ -16,22 +16,6 @@ from privopt.torch.mechanisms import build_plan  # noqa: E402
 N, BATCH, EPOCHS, EPS, DELTA = 40, 15, 2, 2.0, 1e-3  # two parts of 20: bands L = 2 only
 
 
-@pytest.fixture
-def target(monkeypatch):
-    """PrivateRun hands its (epsilon, delta) to build_plan (the one-line patch in the notes);
-    until it does, wrap the name it calls (setdefault: a no-op once it passes them)."""
-    import privopt.torch.private_run as private_run
-
-    original = private_run.build_plan
-
-    def passing(*args, **kwargs):
-        kwargs.setdefault("epsilon", EPS)
-        kwargs.setdefault("delta", DELTA)
-        return original(*args, **kwargs)
-
-    monkeypatch.setattr(private_run, "build_plan", passing)
-
-
 @pytest.mark.slow
 def test_auto_takes_the_candidate_of_least_expected_error_and_builds_its_plan():
     name, errors = choose_mechanism(N, batch_size=BATCH, epochs=EPOCHS, epsilon=EPS, delta=DELTA)
@@ -48,7 +32,7 @@ def test_auto_takes_the_candidate_of_least_expected_error_and_builds_its_plan():
     )
 
 
-def test_the_choice_reads_public_inputs_only(target):
+def test_the_choice_reads_public_inputs_only():
     # the rule's signature is the public quantities; two data sets of the same size get the same
     # choice and the same calibrated plan
     params = set(inspect.signature(choose_mechanism).parameters)
