@@ -304,14 +304,31 @@ def test_fit_json_and_predict(capsys, tmp_path, regression_csv):
     assert data["epsilon"] <= 2.0 + 1e-9 and data["method"] == "adassp"
     np.testing.assert_allclose(data["coef"], [1.0, -2.0, 0.5], atol=0.1)
     assert data["intercept"] == pytest.approx(3.0, abs=0.1)
+    # the private estimate of the fit's own quality (a recorded release): R^2 is about 0.84 here
+    assert data["private_r2"] == pytest.approx(0.84, abs=0.05) and data["private_r2_se"] > 0
+    assert any("quality" in e["label"] for e in data["privacy_report"]["events"])
     saved = json.loads(model_path.read_text())
-    assert saved["coef"] == data["coef"]
+    assert saved["coef"] == data["coef"] and saved["private_r2"] == data["private_r2"]
     code, out, err = run(capsys, "predict", str(model_path), str(path), "--json")
     assert code == 0, err
     predictions = np.array(json.loads(out)["predictions"])
     # the CSV holds X to 10 significant digits
     expected = X @ np.array(data["coef"]) + data["intercept"]
     np.testing.assert_allclose(predictions, expected, rtol=1e-6, atol=1e-8)
+
+
+@pytest.mark.slow  # a second fit on 30,000 rows; the JSON test checks the value in make test
+def test_fit_prints_the_private_quality_estimate(capsys, tmp_path, regression_csv):
+    path, _, _ = regression_csv
+    bounds = tmp_path / "bounds.json"
+    bounds.write_text(
+        json.dumps({"features": {"a": [-5, 5], "b": [-5, 5], "c": [-5, 5]}, "target": [-15, 20]})
+    )
+    args = ["fit", str(path), "--target", "y", "--epsilon", "2", "--method", "adassp"]
+    args += ["--bounds", str(bounds), "--out", str(tmp_path / "m.json"), "--seed", "0"]
+    code, out, err = run(capsys, *args)
+    assert code == 0, err
+    assert "Private estimate of the model's R^2 on its training rows: 0.8" in " ".join(out.split())
 
 
 def test_fit_with_public_bounds_parquet_and_table_output(capsys, tmp_path, regression_csv):

@@ -8,6 +8,7 @@ exit with status 2 and a one-line reason on stderr.
 from __future__ import annotations
 
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Annotated, Any
@@ -386,6 +387,10 @@ def fit(
         # "neighbouring" and the report's assumptions.
         "n_rows": int(table.X.shape[0]),
         "neighbouring": report.neighbouring,
+        # a private estimate of the model's R^2 on its training rows (a recorded release;
+        # null for methods that do not make it)
+        "private_r2": _finite_or_none(getattr(model, "private_r2_", math.nan)),
+        "private_r2_se": _finite_or_none(model.fit_info_.get("private_r2_se", math.nan)),
         "privacy_report": report.to_dict(),
     }
     out.write_text(json.dumps(payload, indent=2) + "\n")
@@ -393,7 +398,19 @@ def fit(
         print(json.dumps(payload))
         return
     report.render(console)
+    if payload["private_r2"] is not None:
+        console.print(
+            f"\nPrivate estimate of the model's R^2 on its training rows: "
+            f"{payload['private_r2']:.3f} (standard error {payload['private_r2_se']:.3f}; "
+            "a recorded release, listed above)."
+        )
     console.print(f"\nModel ({method}) written to {out}.")
+
+
+def _finite_or_none(value: float) -> float | None:
+    """``value`` as a float, or None (JSON null) when it is NaN or infinite."""
+    value = float(value)
+    return value if math.isfinite(value) else None
 
 
 def _read_bounds(path: Path | None, features, target: str):
