@@ -34,7 +34,7 @@ test: $(STAMP)
 
 test-all: $(STAMP)
 	@start=$$(date +%s); \
-	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal; status=$$?; \
+	$(BIN)/python -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=25; status=$$?; \
 	echo "make test-all: $$(( $$(date +%s) - start )) s"; exit $$status
 
 bench: $(STAMP)
