@@ -45,12 +45,12 @@ def _audit(runs: int):
 
 
 def _skip_clip(deltas, clip_norm, **_):
-    return deltas.to(torch.float64), 0
+    return deltas.to(torch.float64), 0, 0
 
 
 def test_a_canary_user_stays_below_the_claim_and_a_skipped_clip_is_caught(monkeypatch):
     honest = _audit(200)
     assert honest.epsilon_lower_bound < EPSILON
-    monkeypatch.setattr("privopt.federated.server.clip_user_deltas", _skip_clip)
+    monkeypatch.setattr("privopt.federated.server.clip_and_count", _skip_clip)
     planted = _audit(200)
     assert planted.epsilon_lower_bound > 3 * EPSILON  # the canary delta of 30 G, unclipped

@@ -27,7 +27,7 @@ import numpy as np
 
 from privopt.federated.data import UserData
 
-__all__ = ["CLIENT_BATCHING", "client_deltas", "clip_user_deltas"]
+__all__ = ["CLIENT_BATCHING", "client_deltas", "clip_and_count", "clip_user_deltas"]
 
 CLIENT_BATCHING = ("auto", "vmap", "loop")
 
@@ -40,6 +40,14 @@ def _torch():
 
 def clip_user_deltas(deltas: Any, clip_norm: float, *, zero_linf_above: float | None = None):
     """(clipped float64 deltas, number zeroed) for a (users, dim) tensor (module docstring)."""
+    clipped, zeroed, _ = clip_and_count(deltas, clip_norm, zero_linf_above=zero_linf_above)
+    return clipped, zeroed
+
+
+def clip_and_count(deltas: Any, clip_norm: float, *, zero_linf_above: float | None = None):
+    """:func:`clip_user_deltas` and the number of users its clip left unchanged (delta norm
+    <= ``clip_norm``, a zeroed delta included): the count that adaptive clipping releases
+    with noise (:mod:`privopt.training.adaptive`)."""
     torch = _torch()
     deltas = deltas.to(torch.float64)
     bad = ~torch.isfinite(deltas).all(dim=1)
@@ -61,7 +69,7 @@ def clip_user_deltas(deltas: Any, clip_norm: float, *, zero_linf_above: float | 
         factors[over] = np.nextafter(factors[over], 0.0)
         clipped = scaled(factors)
         over = norms_of(clipped) > clip_norm
-    return clipped, int(bad.sum())
+    return clipped, int(bad.sum()), int(np.count_nonzero(norms <= clip_norm))
 
 
 def _flat(tensors) -> Any:

@@ -34,6 +34,7 @@ Models" (ICLR 2018); zero-out neighbours are Kairouz et al. (2021), "Practical a
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
@@ -41,7 +42,13 @@ from privopt._validate import check_count, check_positive
 from privopt.accounting import Neighbouring, PrivacyUnit
 from privopt.noise import Mechanism, Participation, independent
 from privopt.noise.registry import MECHANISM_NAMES, canonical_mechanism, tuned_mechanism
-from privopt.training import CyclicPoissonSampling, FixedBatches, PoissonSampling, TrainingPlan
+from privopt.training import (
+    CyclicPoissonSampling,
+    FixedBatches,
+    PoissonSampling,
+    QuantileClipping,
+    TrainingPlan,
+)
 
 __all__ = [
     "PRIVACY_UNIT",
@@ -65,6 +72,7 @@ def federated_plan(
     neighbouring: Neighbouring | str = "zero-out",
     sampling: str = "auto",
     groups: int | None = None,
+    adaptive_clipping: QuantileClipping | None = None,
 ) -> tuple[TrainingPlan, dict[str, Any]]:
     """The uncalibrated plan over ``num_users`` users and the public choices made (module
     table); calibrate it with ``plan.calibrate(epsilon, delta)``.
@@ -87,7 +95,37 @@ def federated_plan(
             Thakurta 2023, "Amplified Banded Matrix Factorization", Thm 4;
             :func:`privopt.noise.cyclic_poisson_event`). P = N // b is fixed cohorts with
             q = 1; smaller P amplifies more with fewer bands.
+        adaptive_clipping: a :class:`~privopt.training.QuantileClipping` rule: the bound on a
+            user's delta then follows a target quantile of the users' delta norms, learnt from a
+            noisy count of the cohort's unclipped users released every round (Andrew, Thakkar,
+            McMahan and Ramaswamy 2021, "Differentially Private Learning with Adaptive
+            Clipping", NeurIPS 2021, Algorithm 1 with the user as the unit); ``clip_norm`` is
+            the initial bound. The gradient noise multiplier is raised so that the deltas and
+            the counts together spend exactly the event of a fixed clip
+            (:attr:`~privopt.training.TrainingPlan.gradient_noise_multiplier`), so the
+            calibration and the report are those of fixed clipping. Poisson sampling and fixed
+            cohorts only (cyclic Poisson is refused by the plan).
     """
+    plan, choices = _plan(mechanism, num_users, cohort_size, epochs, clip_norm, neighbouring,
+                          sampling, groups)  # fmt: skip
+    if adaptive_clipping is None:
+        return plan, choices
+    if not isinstance(adaptive_clipping, QuantileClipping):
+        raise ValueError(
+            "Expected adaptive_clipping to be a QuantileClipping, got "
+            f"{type(adaptive_clipping).__name__}."
+        )
+    if isinstance(plan.batches, CyclicPoissonSampling):
+        raise ValueError(
+            "adaptive_clipping is analysed for Poisson sampling and fixed cohorts, not for "
+            "sampling='cyclic-poisson'; use a fixed clip_norm or sampling='fixed'."
+        )
+    plan = dataclasses.replace(plan, adaptive_clipping=adaptive_clipping)
+    return plan, {**choices, "adaptive_clipping": adaptive_clipping.describe()}
+
+
+def _plan(mechanism, num_users, cohort_size, epochs, clip_norm, neighbouring, sampling, groups):
+    """:func:`federated_plan` without adaptive clipping (its Args)."""
     num_users = check_count("num_users", num_users)
     cohort_size = check_count("cohort_size", cohort_size)
     epochs = check_count("epochs", epochs)
@@ -182,11 +220,14 @@ def user_level_relation(neighbouring: Neighbouring) -> tuple[str, str]:
 def user_level_assumptions(plan: TrainingPlan, local_steps: int) -> list[str]:
     """What a federated run's claim relies on, in words, from the plan's public fields."""
     n = plan.num_records
+    bound = f"{plan.clip_norm:g}"
+    if plan.adaptive_clipping is not None:
+        bound = f"kappa_t (adaptive, initially {plan.clip_norm:g})"
     out = [
         f"privacy unit: the user; {n} users (public); a record's user id is public "
         "structure and every record has one",
         f"each user's model delta after {local_steps} local step(s) on all of its records, from "
-        f"the server model, clipped to l2 norm {plan.clip_norm:g}: a user's whole contribution "
+        f"the server model, clipped to l2 norm {bound}: a user's whole contribution "
         "to a round, whatever its number of records (a delta with a non-finite value, or one "
         "zeroed by the l-infinity guard, contributes zero)",
         "cohorts over users: " + plan.batches.describe(n).replace("records", "users"),
@@ -199,6 +240,14 @@ def user_level_assumptions(plan: TrainingPlan, local_steps: int) -> list[str]:
             f"users: accounted as ceil(T / {plan.batches.groups}) Poisson-sampled Gaussian "
             "steps with the noise scaled by C's largest column norm (Choquette-Choo et al. "
             "2023, Amplified Banded Matrix Factorization, Thm 4)"
+        )
+    if plan.adaptive_clipping is not None:
+        out.append(
+            plan.adaptive_clipping.describe().replace("gradient norms", "users' delta norms")
+            + "; each round releases the noisy count of the cohort's users whose delta the "
+            "clip left unchanged (sensitivity 1/2 per user after centring), and the deltas' "
+            "noise multiplier is raised so that both releases together spend the event of a "
+            "fixed clip (Andrew et al. 2021, with the user as the unit)"
         )
     if plan.batches.accounts_correlated_noise:
         out.append(

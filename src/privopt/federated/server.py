@@ -22,6 +22,16 @@ same plan over users; the report names the relation ``"user-level zero-out"``. R
 numpy Generator from ``seed`` draws the cohorts first, then the 128-bit key of the noise
 stream (``secure=True``: ChaCha20 keyed by the OS). Non-private federated averaging with the
 same cohorts and clipping is ``private=False`` (no noise, no claim).
+
+Adaptive clipping (a plan built with ``adaptive_clipping=QuantileClipping(...)``): the bound
+kappa_t of round t is computed from the counts released in rounds 0..t-1 only; the round clips
+every delta to kappa_t, releases ``sum_u 1[||Delta_u|| <= kappa_t] - |U_t| / 2`` plus Gaussian
+noise of std ``plan.count_noise_std`` (a second, independent stream keyed from the same secret
+key), and adds ``kappa_t sigma_g (B z)_t`` with the raised multiplier sigma_g =
+``plan.gradient_noise_multiplier``: the two releases together are the plan's event (Andrew et
+al. 2021, "Differentially Private Learning with Adaptive Clipping", with the user as the unit;
+:mod:`privopt.training.adaptive`). The bounds in force and the released counts are public and
+returned in ``info``; with ``private=False`` the same rule runs on exact counts.
 """
 
 from __future__ import annotations
@@ -34,15 +44,22 @@ import numpy as np
 
 from privopt._validate import check_count, check_delta_for_rows, check_nonnegative, check_positive
 from privopt.accounting import PrivacyLedger, PrivacyReport
-from privopt.federated.clients import CLIENT_BATCHING, client_deltas, clip_user_deltas
+from privopt.federated.clients import CLIENT_BATCHING, client_deltas, clip_and_count
 from privopt.federated.data import UserData
 from privopt.federated.plan import (
     PRIVACY_UNIT,
     user_level_assumptions,
     user_level_relation,
 )
-from privopt.noise.rng import SECRET_SEED_ASSUMPTION, SECURE_ASSUMPTION, secure_generator
-from privopt.training import TrainingPlan
+from privopt.noise import independent
+from privopt.noise.rng import (
+    SECRET_SEED_ASSUMPTION,
+    SECURE_ASSUMPTION,
+    derived_seed,
+    secure_generator,
+)
+from privopt.training import QuantileClipping, TrainingPlan
+from privopt.training.adaptive import AdaptiveClipController
 
 __all__ = ["FederatedResult", "train_federated"]
 
@@ -119,6 +136,25 @@ def _apply(params, flat, scale) -> None:
                 p.grad = part.to(p.dtype)
             else:
                 p.add_((scale * part).to(p.dtype))
+
+
+def _adaptive_controller(plan: TrainingPlan, key: int | None) -> AdaptiveClipController | None:
+    """The bound's controller of an adaptive plan (None for a fixed clip): its count stream is
+    keyed from the run's secret noise key; without privacy (``key`` None) the counts are exact
+    (the non-private baseline follows the same rule on the true quantile)."""
+    rule = plan.adaptive_clipping
+    if rule is None:
+        return None
+    if key is None:
+        rule = QuantileClipping(rule.target_quantile, rule.learning_rate,
+                                rule.count_noise_fraction, rule.adopt_every, rule.floor,
+                                _count_noise=False)  # fmt: skip
+        counts = independent().noise_stream(1, 1.0, seed=0)
+    else:
+        counts = independent().noise_stream(
+            1, plan.count_noise_std, seed=derived_seed(key, "counts")
+        )
+    return AdaptiveClipController(rule, plan.clip_norm, plan.divisor, counts)
 
 
 def train_federated(
@@ -221,14 +257,18 @@ def train_federated(
     schedule = plan.batches.schedule(plan.num_records, rng)  # cohorts first, then the key
     dim = sum(p.numel() for p in params)
     stream = None
+    key = None
     if private:
         from privopt.noise.torch_streams import TORCH_NOISE_ASSUMPTION, torch_noise_stream
 
         high, low = (int(x) for x in rng.integers(0, 2**64, size=2, dtype=np.uint64))
-        stream = torch_noise_stream(plan.mechanism, dim, plan.noise_std, key=(high << 64) | low,
-                                    device=params[0].device, dtype=torch.float64,
-                                    steps=plan.steps)  # fmt: skip
+        key = (high << 64) | low
+        # adaptive clipping: the unit-clip stream, scaled by the bound in force each round
+        std = plan.noise_std if plan.adaptive_clipping is None else plan.gradient_noise_multiplier
+        stream = torch_noise_stream(plan.mechanism, dim, std, key=key, device=params[0].device,
+                                    dtype=torch.float64, steps=plan.steps)  # fmt: skip
         ledger.assume(TORCH_NOISE_ASSUMPTION)
+    adaptive = _adaptive_controller(plan, key)
     optimizer = None if server_optimizer is None else server_optimizer(params)
     velocity = torch.zeros(dim, dtype=torch.float64, device=params[0].device)
     batching = client_batching
@@ -237,11 +277,16 @@ def train_federated(
                                          client_lr=client_lr, local_steps=local_steps,
                                          local_batch_size=local_batch_size,
                                          batching=batching)  # fmt: skip
-        clipped, _ = clip_user_deltas(deltas, plan.clip_norm, zero_linf_above=zero_linf_above)
+        bound = plan.clip_norm if adaptive is None else adaptive.clip  # public: earlier rounds
+        clipped, _, unclipped = clip_and_count(deltas, bound, zero_linf_above=zero_linf_above)
         total = clipped.sum(dim=0)
         del deltas, clipped  # nothing un-noised outlives the round
         if stream is not None:
-            total = total + stream.next()
+            noise = stream.next()
+            total = total + (noise if adaptive is None else noise * bound)
+        if adaptive is not None:  # this round's noisy count of unclipped users, then kappa
+            adaptive.observe(t, unclipped, len(cohort))
+        del unclipped
         pseudo_gradient = -(total / plan.divisor)
         if optimizer is None:
             velocity = momentum * velocity + pseudo_gradient
@@ -267,6 +312,9 @@ def train_federated(
         "divisor": plan.divisor,
         "noise_std": plan.noise_std if private else 0.0,
     }
+    if adaptive is not None:  # public: functions of the released counts
+        clips, released = adaptive.history()
+        info["clip_history"], info["released_counts"] = clips.tolist(), released.tolist()
     return FederatedResult(
         model=model,
         report=report,
