@@ -331,11 +331,6 @@ def test_records_without_a_user_id_and_bad_arguments_are_refused():
         pt.make_private(model, opt, (x, y), users=users, user_clipping="max", **kw)
     with pytest.raises(ValueError, match="batch_size <= the 8 users"):
         pt.make_private(model, opt, (x, y), users=users, **{**kw, "batch_size": 9})
-    with pytest.raises(ValueError, match="adaptive_clipping"):
-        from privopt.training import QuantileClipping
-
-        pt.make_private(model, opt, (x, y), users=users,
-                        adaptive_clipping=QuantileClipping(), **kw)  # fmt: skip
     from privopt.accounting import PrivacyLedger
 
     with pytest.raises(ValueError, match="of one record but the plan 'zero-out' of one user"):

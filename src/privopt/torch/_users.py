@@ -146,24 +146,30 @@ def user_index(users: Any, records: int, clipping: str, adaptive: Any) -> UserIn
         raise ValueError(f"Expected user_clipping in {USER_CLIPPING}, got {clipping!r}.")
     if users is None:
         return None
-    if adaptive is not None:
-        raise ValueError(
-            "adaptive_clipping with users=... is not supported: the quantile of per-user norms "
-            "is not built yet; use a fixed clip_norm."
-        )
     return UserIndex(users, records)
 
 
-def user_assumptions(plan_assumptions: list[str], user_clipping: str, clip: float) -> list[str]:
-    """The plan's statements with the user as the unit, and the user-level clipping."""
+def user_assumptions(
+    plan_assumptions: list[str], user_clipping: str, clip: float, adaptive: bool = False
+) -> list[str]:
+    """The plan's statements with the user as the unit, and the user-level clipping (with
+    ``adaptive``, the bound in force kappa_t follows the quantile of the users' norms learnt
+    from a noisy count of unclipped users: Andrew et al. 2021 with the user as the unit)."""
     kind = "sum" if user_clipping == "sum" else "mean"
+    bound = f"the adaptive bound kappa_t (initially {clip:g})" if adaptive else f"{clip:g}"
     out = [
         "privacy unit: the user; the number of users N is public; every record has a user id "
         "(public structure)",
         f"each user's contribution to a step is the {kind} of its examples' gradients clipped "
-        f"to l2 norm {clip:g} as one vector, whatever its number of records (a user whose "
+        f"to l2 norm {bound} as one vector, whatever its number of records (a user whose "
         "gradient is not finite contributes zero)",
     ]
+    if adaptive:
+        out.append(
+            "adaptive clipping over users: each step releases the noisy count of the step's "
+            "users whose summed gradient the clip left unchanged (one bit per user, whatever "
+            "its number of records)"
+        )
     for text in plan_assumptions:
         if text.startswith("the number of records") or text.startswith("per-example gradients"):
             continue

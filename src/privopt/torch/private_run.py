@@ -274,7 +274,9 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
         self.ledger.record(self.plan.event())  # before any record is read
         stated = self.plan.assumptions()
         if self.users is not None:
-            stated = user_assumptions(stated, user_clipping, self.plan.clip_norm)
+            stated = user_assumptions(
+                stated, user_clipping, self.plan.clip_norm, self.plan.adaptive_clipping is not None
+            )
         for text in [*stated, CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
             self.ledger.assume(text)
         if seed is not None:
@@ -540,7 +542,8 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
             self._large.add(sums, rest.pop(), n, self._noise_dtype)
             if part.part == "part":
                 return
-            sums, unclipped = self._large.clipped(self.plan.clip_norm, self.user_clipping)
+            clip = self.plan.clip_norm if self._adaptive is None else self._adaptive.clip
+            sums, unclipped = self._large.clipped(clip, self.user_clipping)
             rest = [unclipped.long()] if self._adaptive is not None or self.diagnostics else []
         if self._sums is None:
             self._sums = sums
