@@ -12,6 +12,8 @@ order and before the data are read:
    or :class:`~privopt.accounting.BudgetExceededError` is raised: only the parameters are read,
    never X. After the fit the reservation is completed with the fit's ledger (the ledger handed
    to :meth:`PrivateEstimator._generator`), so the budget composes the events that ran.
+   With ``users=`` (user-level privacy), :meth:`PrivateEstimator._check_users` refuses what
+   has no user-level version, and ids of the wrong length or missing, before this step.
 4. the fit must run under the relation planned in 3 (else it is withheld); a fit that raises
    leaves the estimator as it was before (no fitted attribute), and its reservation keeps the
    planned charge (the failure may depend on the data).
@@ -246,6 +248,8 @@ def _guarded(fit):
         n_rows = _num_samples(X) if sized else None
         if n_rows is not None:
             self._check_public(n_rows)  # refusals on public values: nothing reserved yet
+        if kwargs.get("users") is not None:  # user-level privacy: refusals before reserving
+            self._check_users(kwargs["users"], n_rows)
         reservation = self._reserve_budget()
         columns = getattr(X, "columns", None)
         names = None
@@ -301,6 +305,15 @@ class PrivateEstimator(BaseEstimator):
     def _check_public(self, n_rows: int) -> None:
         """Refusals that depend on the parameters and the public number of rows only; run
         before a budget is reserved, so a refused fit costs nothing (subclasses extend)."""
+
+    def _check_users(self, users: Any, n_rows: int | None) -> None:
+        """Refusals of ``fit(X, y, users=ids)`` (user-level privacy) from the parameters and
+        the ids only, run before a budget is reserved; estimators that support it override
+        this (:mod:`privopt.estimators._users`)."""
+        raise ValueError(
+            f"{type(self).__name__} does not support users= (user-level privacy) yet; "
+            "DPLinearClassifier and DPSGDRegressor do."
+        )
 
     def _check_ran_as_planned(self, ledgers: list[PrivacyLedger]) -> None:
         """The relation the fit was accounted under is the one planned before the data were

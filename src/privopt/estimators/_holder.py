@@ -22,6 +22,14 @@ from privopt.algorithms.output_perturbation import dp_sgd_output
 from privopt.algorithms.srgd import accelerated_dp_srgd
 from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator
 from privopt.estimators._private_bounds import PUBLIC_BOUNDS_HINT, PrivateBoundsMixin
+from privopt.estimators._users import (
+    USER_CLIPPING,
+    USER_UNIT_ASSUMPTION,
+    check_user_clipping,
+    user_dp_sgd_gradient,
+    user_groups,
+    user_ledger,
+)
 from privopt.estimators._utility import output_noise_reasons, warn_if_useless
 from privopt.releases.preprocess import (
     LinearBounds,
@@ -80,16 +88,47 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
         "steps": [None, Interval(numbers.Integral, 1, None, closed="left")],
         "learning_rate": [None, Interval(numbers.Real, 0, None, closed="neither")],
         "accounting": [StrOptions(set(ACCOUNTING))],
+        "user_clipping": [StrOptions(set(USER_CLIPPING))],
     }
 
     # -- shared steps --------------------------------------------------------------------------
-    def _start(self) -> tuple[np.random.Generator, PrivacyLedger]:
+    def _start(self, users: bool = False) -> tuple[np.random.Generator, PrivacyLedger]:
+        """The fit's randomness and ledger: replace-one, whose unit is the user with
+        ``users`` (then N is the number of users)."""
         self._validate_params()
         if not math.isfinite(self.epsilon):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
-        ledger = PrivacyLedger("replace-one")
-        ledger.assume("the number of records N is public")
+        ledger = user_ledger("replace-one", users)
+        ledger.assume(USER_UNIT_ASSUMPTION if users else "the number of records N is public")
         return self._generator(ledger), ledger
+
+    # -- user-level privacy (``fit(X, y, users=ids)``, privopt.estimators._users) ---------------
+    def _check_users(self, users: Any, n_rows: int | None) -> None:
+        """Refusals of ``users=`` from the parameters and the id column only, before a budget
+        is reserved and before anything is released: the releases without a user-level version
+        (:meth:`_check_user_releases`), then the ids (length, missing ids, >= 2 users)."""
+        check_user_clipping(self.user_clipping)
+        name = type(self).__name__
+        if self.method != "sgd" or self.perturbation != "gradient":
+            raise ValueError(
+                f"{name} with users= supports method='sgd' with perturbation='gradient' only "
+                "(one user sampled per step, its clipped gradient): output perturbation's "
+                "stability bound (Wang et al. 2022, Thm 7) and SRGD's clipped differences are "
+                "analysed for one record."
+            )
+        self._check_user_releases()
+        if n_rows is not None:
+            user_groups(users, n_rows)
+
+    def _check_user_releases(self) -> None:
+        """Subclasses refuse their private releases that have no user-level version."""
+
+    def _user_groups(self, users: Any, n_rows: int):
+        """The validated user groups of a fit with ``users=`` (None without)."""
+        if users is None:
+            return None
+        self._check_users(users, None)
+        return user_groups(users, n_rows)
 
     def _private_bounds(
         self,
@@ -170,10 +209,12 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
         rng: np.random.Generator,
         ledger: PrivacyLedger,
         target: tuple[float, float] | None = None,
+        groups: Any = None,
     ):
-        """One private fit at ``target`` = (epsilon, delta) (default the estimator's own)."""
+        """One private fit at ``target`` = (epsilon, delta) (default the estimator's own);
+        ``groups``: the records' users (user-level DP-SGD-Gradient, N = number of users)."""
         epsilon, delta = target if target is not None else (self.epsilon, self.delta)
-        steps, eta = self._schedule(Z.shape[0])
+        steps, eta = self._schedule(Z.shape[0] if groups is None else groups.num_users)
         radius = self.radius
         if radius == "auto" and self.method == "srgd":
             radius = SRGD_RADIUS
@@ -202,7 +243,19 @@ class HolderSGDEstimator(PrivateBoundsMixin, PrivateEstimator):
                     "differences, whose bound needs smoothness)."
                 )
             return accelerated_dp_srgd(Z, t, loss, setting="interior", **common)
-        if self.perturbation == "gradient":
+        if groups is not None:  # method "sgd", perturbation "gradient" (_check_users)
+            fit = user_dp_sgd_gradient(
+                Z,
+                t,
+                loss,
+                groups,
+                user_clipping=self.user_clipping,
+                eta=eta,
+                steps=steps,
+                accounting=self.accounting,
+                **common,
+            )
+        elif self.perturbation == "gradient":
             fit = dp_sgd_gradient(
                 Z, t, loss, eta=eta, steps=steps, accounting=self.accounting, **common
             )

@@ -16,6 +16,7 @@ from privopt.estimators._base import resolve_feature_bounds
 from privopt.estimators._holder import HolderSGDEstimator, unit_rows
 from privopt.estimators._input import validate_rows
 from privopt.estimators._params import store_params
+from privopt.estimators._users import refuse_under_users
 from privopt.losses import get_loss
 from privopt.releases.label_set import (
     check_public_labels,
@@ -131,6 +132,10 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
             (:class:`~privopt.PrivacyLeakWarning`) and the report lists it under the releases
             without privacy. For tools that need it (scikit-learn's estimator checks on a few
             dozen rows); never for private labels. The report says which way was used.
+        user_clipping: with ``fit(X, y, users=ids)`` (user-level privacy), what is clipped to
+            the per-record gradient bound G: ``"sum"`` (default) of a user's gradients, or
+            their ``"mean"`` (never clipped, since each gradient has norm <= G: the gradient of
+            the user's average loss). Unused without ``users``.
 
     Multiclass targets are fitted one-vs-rest (see :meth:`fit`).
 
@@ -165,6 +170,7 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         secure_mode: bool = False,
         budget: Any = None,
         classes: Any = None,
+        user_clipping: str = "sum",
     ) -> None:
         store_params(self, locals())
 
@@ -175,8 +181,16 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
             )
         return get_loss(self.loss, q=self.q) if self.loss == "qnorm_hinge" else get_loss(self.loss)
 
-    def fit(self, X: Any, y: Any) -> DPLinearClassifier:
+    def fit(self, X: Any, y: Any, users: Any = None) -> DPLinearClassifier:
         """Fit privately: two classes (the larger label is positive), or one-vs-rest for more.
+
+        ``users`` (one id per record; None, NaN or empty ids refused): the privacy unit
+        becomes the user (user-level replace-one, N = the number of users, public): each step
+        samples one user, whose contribution is its records' gradients summed (or averaged,
+        ``user_clipping="mean"``) and clipped to the per-record bound G as one vector
+        (:mod:`privopt.estimators._users`); ``steps`` defaults to 16 per user. It needs public
+        ``feature_bounds`` and ``classes`` (a list, or ``"observed"``: not private): the
+        private bounds and the private label set are record-level releases.
 
         The label set is never ``np.unique(y)`` (that would release whether some record holds
         a label no other record holds). With ``classes=`` it is the public set given (a label
@@ -191,11 +205,12 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         composition at worst (the report composes the recorded events, usually tighter). The
         preprocessing, if any, is shared.
         """
-        rng, ledger = self._start()
+        rng, ledger = self._start(users is not None)
         loss = self._loss()
         X, y = validate_rows(self, X, y, dtype=np.float64, y_numeric=False)
         y = self._check_label_column(y)
         n, d = X.shape
+        groups = self._user_groups(users, n)
         if isinstance(self.classes, str) and self.classes == "observed":
             classes, rows = observed_labels(y, ledger, type(self).__name__), np.arange(n)
         elif self.classes is not None:
@@ -237,9 +252,17 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         for positive in positives:
             t = np.where(y[rows] == positive, 1.0, -1.0)
             # one ledger per class fit, merged after
-            own = ledger if k == 1 else PrivacyLedger(ledger.neighbouring)
+            own = ledger if k == 1 else PrivacyLedger(ledger.neighbouring, unit=ledger.unit)
             fit = self._private_fit(
-                Z, t, loss, x_bound=1.0, y_bound=None, rng=rng, ledger=own, target=each
+                Z,
+                t,
+                loss,
+                x_bound=1.0,
+                y_bound=None,
+                rng=rng,
+                ledger=own,
+                target=each,
+                groups=groups,
             )
             if own is not ledger:
                 ledger.extend(own)
@@ -250,11 +273,28 @@ class DPLinearClassifier(ClassifierMixin, HolderSGDEstimator):
         self.intercept_ = W[:, -1].copy() if self.fit_intercept else np.zeros(k)
         info = {
             "feature_map": fmap.source,
-            "rows_fitted": int(rows.size),
+            # under users= the number of records is not public: only N users is reported
+            **(
+                {"rows_fitted": int(rows.size)}
+                if groups is None
+                else {"users_fitted": groups.num_users}
+            ),
             "label_set": _LABEL_SOURCE.get(str(self.classes), "public"),
         }
         self._store(fit, info, ledger.report(self.delta))
         return self
+
+    def _check_user_releases(self) -> None:
+        if self.feature_bounds is None:
+            raise refuse_under_users(
+                "DPLinearClassifier",
+                "the private estimate of the features' centre and radius",
+                "public feature_bounds",
+            )
+        if self.classes is None:
+            raise refuse_under_users(
+                "DPLinearClassifier", "the private label set", "the public label set classes="
+            )
 
     def _check_label_column(self, y: np.ndarray) -> np.ndarray:
         """One column of labels; float labels must be whole numbers or given in ``classes``."""

@@ -13,6 +13,7 @@ from privopt.estimators._base import public_linear_bounds
 from privopt.estimators._holder import HolderSGDEstimator
 from privopt.estimators._input import validate_rows
 from privopt.estimators._params import store_params
+from privopt.estimators._users import refuse_under_users
 from privopt.losses import get_loss
 
 __all__ = ["DPSGDRegressor"]
@@ -35,7 +36,9 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
     DP-SGD-Gradient (default) or DP-SGD-Output; see :class:`DPLinearClassifier` for the
     parameters they share (``budget``: a :class:`~privopt.PrivacyBudget` the fit draws from,
     checked before X is read). Privacy: (epsilon, delta)-DP under replace-one neighbours, stated in
-    ``privacy_report_``.
+    ``privacy_report_``. ``fit(X, y, users=ids)`` makes the user the privacy unit (user-level
+    replace-one; ``user_clipping``: ``"sum"`` or ``"mean"`` of a user's gradients is clipped;
+    see :meth:`fit`).
 
     Fitted attributes: ``coef_``, ``intercept_``, ``privacy_report_``, ``fit_info_``,
     ``n_features_in_``.
@@ -69,6 +72,7 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         diagnostics: bool = False,
         secure_mode: bool = False,
         budget: Any = None,
+        user_clipping: str = "sum",
     ) -> None:
         store_params(self, locals())
 
@@ -83,11 +87,21 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
             return get_loss("huber", delta=self.huber_delta)
         return get_loss(self.loss)
 
-    def fit(self, X: Any, y: Any) -> DPSGDRegressor:
-        """Fit privately; the input arrays are never modified."""
-        rng, ledger = self._start()
+    def fit(self, X: Any, y: Any, users: Any = None) -> DPSGDRegressor:
+        """Fit privately; the input arrays are never modified.
+
+        ``users`` (one id per record; None, NaN or empty ids refused): the privacy unit
+        becomes the user (user-level replace-one, N = the number of users, public): each step
+        samples one user, whose contribution is its records' gradients summed (or averaged,
+        ``user_clipping="mean"``) and clipped to the per-record bound G as one vector
+        (:mod:`privopt.estimators._users`); ``steps`` defaults to 16 per user. It needs the
+        public ``feature_bounds`` and ``target_bounds`` (the private bounds are a record-level
+        release) and ``perturbation="gradient"``, ``method="sgd"``.
+        """
+        rng, ledger = self._start(users is not None)
         loss = self._loss()
         X, y = validate_rows(self, X, y, y_numeric=True, dtype=np.float64)
+        groups = self._user_groups(users, X.shape[0])
         bounds = public_linear_bounds(
             self.feature_bounds, self.target_bounds, X.shape[1], self.fit_intercept, ledger
         )
@@ -98,13 +112,34 @@ class DPSGDRegressor(RegressorMixin, HolderSGDEstimator):
         Z, t = bounds.transform(X[rows], y[rows])
         row_bound, y_bound = bounds.row_bound, bounds.y_radius
         fit = self._private_fit(
-            Z / row_bound, t / y_bound, loss, x_bound=1.0, y_bound=1.0, rng=rng, ledger=ledger
+            Z / row_bound,
+            t / y_bound,
+            loss,
+            x_bound=1.0,
+            y_bound=1.0,
+            rng=rng,
+            ledger=ledger,
+            groups=groups,
         )
         # t / y_bound ~ <Z / row_bound, w>  =>  t ~ <Z, w y_bound / row_bound>
         self.coef_, self.intercept_ = bounds.to_original(fit.coef * y_bound / row_bound)
         self.bounds_ = dataclasses.replace(bounds)
-        self._store(fit, {"bounds": bounds.describe(), "rows_fitted": int(rows.size)})
+        # under users= the number of records is not public: only N users is reported
+        fitted = (
+            {"rows_fitted": int(rows.size)}
+            if groups is None
+            else {"users_fitted": groups.num_users}
+        )
+        self._store(fit, {"bounds": bounds.describe(), **fitted})
         return self
+
+    def _check_user_releases(self) -> None:
+        if self.feature_bounds is None or self.target_bounds is None:
+            raise refuse_under_users(
+                "DPSGDRegressor",
+                "the private estimate of the features' and target's bounds",
+                "public feature_bounds and target_bounds",
+            )
 
     def predict(self, X: Any) -> np.ndarray:
         """<x, coef_> + intercept_ (post-processing: no privacy cost)."""
