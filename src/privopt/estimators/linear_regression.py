@@ -14,13 +14,9 @@ from sklearn.utils.validation import check_is_fitted
 from privopt._validate import check_delta_for_rows
 from privopt.accounting import PrivacyLedger, gdp_mu
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
-from privopt.estimators._base import (
-    SHARED_CONSTRAINTS,
-    PrivateEstimator,
-    public_linear_bounds,
-    weighted_rows,
-)
+from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator, weighted_rows
 from privopt.estimators._input import validate_rows
+from privopt.estimators._partial_bounds import known_plan, resolve_partial_bounds
 from privopt.estimators._private_bounds import (
     PUBLIC_BOUNDS_HINT,  # noqa: F401 (re-exported: its earlier home)
     QUANTILE_RANK_BUDGET,
@@ -43,8 +39,16 @@ from privopt.estimators._utility import warn_if_useless, warn_if_worse_than_mean
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
 from privopt.releases.coarse_bounds import coarse_quantile_bounds, coarse_releases
 from privopt.releases.fit_quality import QUALITY_SHARE, private_r2
+from privopt.releases.known_columns import (
+    SCREEN_SHARE,
+    KnownColumns,
+    screen_runs,
+    screen_unit_columns,
+)
+from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
     QUANTILE_ROWS,
+    private_quantile_bounds,
     quantile_releases,
     tighten_public_bounds,
 )
@@ -307,7 +311,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         # releases (whose mu is rebuilt from stds, a few ulps off) never prints above it
         mu = gdp_mu(self.epsilon * (1.0 - 1e-9), self.delta)
         ledger.assume("the number of records N is public")
-        bounds = public_linear_bounds(
+        bounds = resolve_partial_bounds(
             self.feature_bounds, self.target_bounds, d, self.fit_intercept, ledger
         )
         return ledger, rng, mu, bounds
@@ -347,7 +351,8 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         if method in SEQUENTIAL:  # the quality release shares the rows (sequential composition)
             self._quality = (take, n, mu * math.sqrt(QUALITY_SHARE), rng)
             mu = mu * math.sqrt(1.0 - QUALITY_SHARE)
-        if bounds is not None and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:
+        public = isinstance(bounds, LinearBounds)
+        if public and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:
             # loose public ranges: two private quantiles tighten the radii (a small share)
             m = min(n, QUANTILE_ROWS)
             Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
@@ -356,36 +361,60 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
                 bounds, Xs, ys, np.arange(m), mu=mu_tighten, rng=rng, ledger=ledger
             )
             return bounds, mu * math.sqrt(1.0 - TIGHTEN_SHARE), none
-        if bounds is not None:
+        if public:
             # the secret row labels of earlier versions, still drawn so that a seeded fit of
             # these methods with public bounds keeps its noise (all rows go to the fit); in
             # blocks, which draw the same stream as one rng.random(n)
             for start in range(0, n, _UNIFORM_BLOCK):
                 rng.random(min(_UNIFORM_BLOCK, n - start))
             return bounds, mu, none
+        known = bounds if bounds is not None else KnownColumns.none(d)
         if method in SEQUENTIAL:
             # private quantiles on a secret subset, sharing the rows (and the budget, in exact
             # GDP) with the method: mu^2 = mu_pre^2 + mu_main^2
             m = min(n, QUANTILE_ROWS)
             coarse, share = self._bounds_plan(m, d, mu)
             Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
-            mu_pre = mu * math.sqrt(share)
-            if coarse:
-                bounds = coarse_quantile_bounds(
-                    Xs, ys, np.arange(m), mu=mu_pre, rng=rng, ledger=ledger,
-                    fit_intercept=self.fit_intercept,
-                )  # fmt: skip
+            known, screen = self._screen(Xs, ys, m, known, mu * math.sqrt(share), rng, ledger)
+            if known.any:  # fewer releases left: the plan counted in them
+                coarse, bounds_share = known_plan(self, m, known, mu, share * (1.0 - screen))
             else:
-                bounds = self._quantile_bounds(Xs, ys, np.arange(m), mu_pre, rng, ledger, None)
-            return bounds, mu * math.sqrt(1.0 - share), none
+                bounds_share = share * (1.0 - screen)
+            bounds = self._private_bounds(
+                coarse, Xs, ys, mu * math.sqrt(bounds_share), rng, ledger, None, known
+            )
+            return bounds, mu * math.sqrt(1.0 - share * screen - bounds_share), none
         # methods that calibrate themselves (Poisson DP-SGD's PLD, shuffling, the tree):
         # quantiles on a disjoint secret slice at the full budget (parallel composition)
         excluded = self._quantile_slice(n, d, mu, rng)
         Xs, ys = take(excluded)
-        bounds = self._quantile_bounds(
-            Xs, ys, np.arange(excluded.size), mu, rng, ledger, "preprocess"
+        known, screen = self._screen(Xs, ys, excluded.size, known, mu, rng, ledger, "preprocess")
+        bounds = self._private_bounds(
+            False, Xs, ys, mu * math.sqrt(1.0 - screen), rng, ledger, "preprocess", known
         )
         return bounds, mu, excluded
+
+    def _screen(self, Xs, ys, m, known, mu, rng, ledger, partition=None) -> tuple:
+        """(known columns, the screen's share of mu^2): the unit-range screen
+        (:func:`~privopt.releases.known_columns.screen_unit_columns`) at SCREEN_SHARE of the
+        bounds' mu^2 when it runs (a public decision), else nothing released and share 0."""
+        mu_screen = mu * math.sqrt(SCREEN_SHARE)
+        if not screen_runs(known, m, mu_screen):
+            return known, 0.0
+        known = screen_unit_columns(
+            Xs, ys, np.arange(m), known=known, mu=mu_screen, rng=rng, ledger=ledger,
+            partition=partition,
+        )  # fmt: skip
+        return known, SCREEN_SHARE
+
+    def _private_bounds(self, coarse, Xs, ys, mu, rng, ledger, partition, known) -> LinearBounds:
+        """The full or coarse private bounds on the rows (Xs, ys), the known columns kept."""
+        release = coarse_quantile_bounds if coarse else private_quantile_bounds
+        known = known if known.any else None  # nothing known: the unchanged releases
+        return release(
+            Xs, ys, np.arange(Xs.shape[0]), mu=mu, rng=rng, ledger=ledger, partition=partition,
+            fit_intercept=self.fit_intercept, known=known,
+        )  # fmt: skip
 
     def _relation(self, method: str) -> str:
         """The neighbouring relation of this fit (see the class docstring)."""

@@ -56,9 +56,11 @@ from privopt.clipping.quantiles import (
     value_grid,
 )
 from privopt.noise.rng import gaussian_noise
+from privopt.releases.known_columns import KnownColumns
 from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
     BOX_SIGMAS,
+    box_norm,
     row_level,
     tail_level,
 )
@@ -103,20 +105,31 @@ def coarse_releases(n_features: int) -> int:
     return 2 * n_features + 3
 
 
-def coarse_budgets(n_features: int, mu: float) -> tuple[float, float, float, float]:
+def coarse_budgets(
+    n_features: int, mu: float, n_free: int | None = None, target_free: bool = True
+) -> tuple[float, float, float, float]:
     """(mu_each, mu_target, mu_radius, mu_counts): the GDP budgets of a feature's releases, of
     each of the target's two, of the row radius and of the clip-count vector, ``2 d mu_each^2 +
     2 mu_target^2 + mu_radius^2 + mu_counts^2 = mu^2`` (mu_counts^2 = COUNT_SHARE mu^2). The
     target's releases get COARSE_TARGET_SHARE of mu^2 together and the radius
     COARSE_RADIUS_SHARE (every sensitivity of the fit depends on them), or the unit share
-    mu^2 / k when larger."""
-    units = coarse_releases(n_features)
+    mu^2 / k when larger.
+
+    With known columns only ``n_free`` features have a median and a spread, and the target's
+    two releases run only when ``target_free`` (k = 2 n_free + 2 target_free + 1); with no
+    free feature the target's releases and the radius share what the counts leave."""
+    n_free = n_features if n_free is None else n_free
+    t = int(target_free)
+    units = 2 * n_free + 2 * t + 1
     unit = mu / math.sqrt(units)
-    mu_target = max(unit, mu * math.sqrt(COARSE_TARGET_SHARE / 2.0))
+    mu_target = max(unit, mu * math.sqrt(COARSE_TARGET_SHARE / 2.0)) if t else 0.0
     mu_radius = max(unit, mu * math.sqrt(COARSE_RADIUS_SHARE))
     mu_counts = mu * math.sqrt(COUNT_SHARE)
+    if n_free == 0:  # nothing else to release: the target and the radius take the rest
+        scale = math.sqrt((mu * mu - mu_counts**2) / (2 * t * mu_target**2 + mu_radius**2))
+        return 0.0, mu_target * scale, mu_radius * scale, mu_counts
     rest = mu * mu - 2.0 * mu_target**2 - mu_radius**2 - mu_counts**2
-    return math.sqrt(rest / (units - 3)), mu_target, mu_radius, mu_counts
+    return math.sqrt(rest / (2 * n_free)), mu_target, mu_radius, mu_counts
 
 
 def coarse_quantile_bounds(
@@ -129,18 +142,29 @@ def coarse_quantile_bounds(
     ledger: PrivacyLedger,
     partition: object = None,
     fit_intercept: bool = True,
+    known: KnownColumns | None = None,
 ) -> LinearBounds:
     """Private centres, scales and radii from two quantiles per column (module docstring).
 
     On the records ``rows`` (a secret, data-independent subset of public size m). Without an
     intercept nothing is centred (c = 0). The events are recorded with ``partition`` (None:
     the releases share their records with the fit, which composes with them sequentially).
+    ``known`` (:class:`~privopt.releases.known_columns.KnownColumns`): a feature or target whose
+    range [low, high] is known takes the centre (low + high) / 2, the scale (high - low) / 2
+    and the box 1 (the target: that radius) with no release; screened (not public) ones keep
+    their clip counts (a range that fails them is dropped or widened like any box).
     """
     mu = check_positive("mu", mu)
     rows = np.asarray(rows)
     m = check_count("preprocessing rows", rows.size, minimum=2)
     n_features = X.shape[1]
-    mu_each, mu_target, mu_radius, mu_counts = coarse_budgets(n_features, mu)
+    known = KnownColumns.none(n_features) if known is None else known
+    known = known if fit_intercept else known.about_zero()
+    free, counted = ~known.mask, ~known.public
+    target_free, target_counted = known.target is None, not known.target_public
+    mu_each, mu_target, mu_radius, mu_counts = coarse_budgets(
+        n_features, mu, int(free.sum()), target_free
+    )
     centres = value_grid(ratio=MEDIAN_GRID_RATIO)
     spreads = log_grid(GRID_RANGE[0], GRID_RANGE[1], SPREAD_GRID_RATIO)
 
@@ -169,31 +193,49 @@ def coarse_quantile_bounds(
         return centre, spread / float(norm.ppf(0.5 + level / 2.0))
 
     sample = np.asarray(X[rows], dtype=float)
-    stats = [column(sample[:, j], mu_each, f"feature {j}") for j in range(n_features)]
+    half = (known.high - known.low) / 2.0
+    stats = [
+        column(sample[:, j], mu_each, f"feature {j}") if free[j] else (known.low[j] + half[j], 0.0)
+        for j in range(n_features)
+    ]
     x_center = np.array([c for c, _ in stats])
     x_scale = np.array([s if s > 0.0 else np.inf for _, s in stats])
+    x_scale = np.where(free, x_scale, half)
+    x_box = BOX_SIGMAS if not known.any else np.where(free, BOX_SIGMAS, 1.0)
     target = np.asarray(y[rows], dtype=float)
-    y_center, y_scale = column(target, mu_target, "the target")
-    y_scale = y_scale if y_scale > 0.0 else 1.0
-    # the clip counts of the boxes: a failed median or spread (a candidate far from the data)
-    # leaves most rows on one edge of the box, where a clipped value would predict through the
-    # unclipped coefficient; such a feature is dropped, such a target radius widened
-    box = BOX_SIGMAS * np.where(np.isfinite(x_scale), x_scale, 0.0)
-    y_radius = COARSE_TARGET_SIGMAS * y_scale
-    counts = np.append(
-        np.count_nonzero(np.abs(sample - x_center) > box, axis=0),
-        np.count_nonzero(np.abs(target - y_center) > y_radius),
+    if target_free:
+        y_center, y_scale = column(target, mu_target, "the target")
+        y_scale = y_scale if y_scale > 0.0 else 1.0
+        y_radius = COARSE_TARGET_SIGMAS * y_scale
+    else:
+        y_radius = (known.target[1] - known.target[0]) / 2.0
+        y_center = known.target[0] + y_radius
+    # the clip counts of the boxes (features and target that are not public): a failed median
+    # or spread (a candidate far from the data) leaves most rows on one edge of the box, where
+    # a clipped value would predict through the unclipped coefficient; such a feature is
+    # dropped, such a target radius widened
+    box = x_box * np.where(np.isfinite(x_scale), x_scale, 0.0)
+    count_columns = np.flatnonzero(counted)
+    counts = np.count_nonzero(
+        np.abs(sample[:, count_columns] - x_center[count_columns]) > box[count_columns], axis=0
     )
-    count_std = gaussian_release_std(math.sqrt(counts.size), mu_counts)
-    noisy = counts + gaussian_noise(rng, count_std, counts.size)
-    ledger.record(
-        GaussianEvent(math.sqrt(counts.size), count_std, label="private clip counts of the boxes"),
-        partition=partition,
-    )
-    limit = DROP_FRACTION * m + 2.0 * count_std
-    x_scale = np.where(noisy[:-1] > limit, np.inf, x_scale)
-    if noisy[-1] > limit:
-        y_radius *= TARGET_WIDEN
+    if target_counted:
+        counts = np.append(counts, np.count_nonzero(np.abs(target - y_center) > y_radius))
+    if counts.size:
+        count_std = gaussian_release_std(math.sqrt(counts.size), mu_counts)
+        noisy = counts + gaussian_noise(rng, count_std, counts.size)
+        ledger.record(
+            GaussianEvent(
+                math.sqrt(counts.size), count_std, label="private clip counts of the boxes"
+            ),
+            partition=partition,
+        )
+        limit = DROP_FRACTION * m + 2.0 * count_std
+        failed = np.zeros(n_features, dtype=bool)
+        failed[count_columns] = noisy[: count_columns.size] > limit
+        x_scale = np.where(failed, np.inf, x_scale)
+        if target_counted and noisy[-1] > limit:
+            y_radius *= TARGET_WIDEN
     ledger.assume(
         "rows and targets are centred, standardised and clipped to privately estimated "
         "quantile bounds before fitting"
@@ -206,10 +248,10 @@ def coarse_quantile_bounds(
         intercept_scale=0.0,
         source="private",
         x_scale=x_scale,
-        x_box=BOX_SIGMAS,
+        x_box=x_box,
     )
     norms = np.sort(row_norms(staged.transform(sample)))
-    top = BOX_SIGMAS * math.sqrt(n_features)
+    top = box_norm(x_box, n_features)
     radius_grid = log_grid(1e-3 * math.sqrt(n_features), top, 1.01)
     radius_grid[-1] = top
     level = row_level(m, mu_radius)
@@ -224,5 +266,5 @@ def coarse_quantile_bounds(
         intercept_scale=radius / math.sqrt(n_features) if fit_intercept else 0.0,
         source="private",
         x_scale=x_scale,
-        x_box=BOX_SIGMAS,
+        x_box=x_box,
     )

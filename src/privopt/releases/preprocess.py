@@ -71,8 +71,10 @@ class LinearBounds:
             units). Standardising puts every feature on one scale, so isotropic noise hurts
             none of them more than the others.
         x_box: per-coordinate clip of the centred, scaled features (inf = none), applied
-            before the row clip; features whose ``x_scale`` is not finite-positive are never
-            box-clipped (see ``box_mask``).
+            before the row clip; one value for every feature or a (d,) array (a feature with a
+            known range [low, high] has centre (low + high) / 2, scale (high - low) / 2 and box
+            1: it is clipped to its range); features whose ``x_scale`` is not finite-positive
+            are never box-clipped (see ``box_mask``).
         box_mask: (d,) which features the box clip applies to (None = all).
         tightened: public ranges whose radii were then tightened by private quantiles.
     """
@@ -84,9 +86,19 @@ class LinearBounds:
     intercept_scale: float
     source: str
     x_scale: np.ndarray | None = None
-    x_box: float = math.inf
+    x_box: float | np.ndarray = math.inf
     box_mask: np.ndarray | None = None
     tightened: bool = False
+
+    @property
+    def boxed(self) -> bool:
+        """Whether any feature has a finite box clip."""
+        return bool(np.any(np.isfinite(self.x_box)))
+
+    @property
+    def masked_box(self) -> float | np.ndarray:
+        """The box of the features in ``box_mask`` (the scalar box, or its entries there)."""
+        return self.x_box if np.ndim(self.x_box) == 0 else np.asarray(self.x_box)[self.box_mask]
 
     @property
     def row_bound(self) -> float:
@@ -114,12 +126,12 @@ class LinearBounds:
             block = source - self.x_center
             if self.x_scale is not None:
                 block /= self.x_scale
-            if math.isfinite(self.x_box):
+            if self.boxed:
                 if self.box_mask is None:
                     np.clip(block, -self.x_box, self.x_box, out=block)
                 else:
-                    mask = self.box_mask
-                    block[:, mask] = np.clip(block[:, mask], -self.x_box, self.x_box)
+                    mask, box = self.box_mask, self.masked_box
+                    block[:, mask] = np.clip(block[:, mask], -box, box)
             block *= clip_factors(row_norms(block), self.x_radius)[:, None]
             out[start : start + _BLOCK_ROWS, :d] = block
         if self.intercept_scale > 0:
@@ -152,12 +164,12 @@ class LinearBounds:
             out /= self.x_scale
         changed = np.zeros(X.shape[0], dtype=bool)
         box = self.x_box
-        if math.isfinite(box):
+        if self.boxed:
             before = row_norms(out) if track_changes else None
             if self.box_mask is None:
                 np.clip(out, -box, box, out=out)
             else:
-                mask = self.box_mask
+                mask, box = self.box_mask, self.masked_box
                 out[:, mask] = np.clip(out[:, mask], -box, box)
             lengths = row_norms(out)
             if before is not None:
@@ -182,7 +194,12 @@ class LinearBounds:
 
     def describe(self) -> str:
         scaled = "" if self.x_scale is None else ", standardised per feature"
-        box = f", clipped to +-{self.x_box:g} per feature" if math.isfinite(self.x_box) else ""
+        box = ""
+        if np.ndim(self.x_box) > 0:  # known ranges have box 1 (their centre +- half-width)
+            boxes = ", ".join(f"{b:g}" for b in sorted({float(b) for b in self.x_box}))
+            box = f", clipped per feature to +-{{{boxes}}} scales (1: a known range)"
+        elif math.isfinite(self.x_box):
+            box = f", clipped to +-{self.x_box:g} per feature"
         tight = " (radii tightened privately)" if self.tightened else ""
         return (
             f"{self.source} bounds{tight}: rows centred{scaled}{box} and clipped to l2 norm "

@@ -29,11 +29,13 @@ from privopt.clipping.quantiles import (
     value_grid,
 )
 from privopt.noise.rng import gaussian_noise
+from privopt.releases.known_columns import KnownColumns
 from privopt.releases.preprocess import LinearBounds
 from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "QUANTILE_ROWS",
+    "box_norm",
     "private_quantile_bounds",
     "quantile_releases",
     "release_budgets",
@@ -106,18 +108,34 @@ def quantile_releases(n_features: int) -> int:
     return 7 * n_features + 6
 
 
-def release_budgets(n_features: int, mu: float) -> tuple[float, float, float]:
+def release_budgets(
+    n_features: int,
+    mu: float,
+    n_free: int | None = None,
+    target_free: bool = True,
+    n_counted: int | None = None,
+    target_counted: bool = True,
+) -> tuple[float, float, float]:
     """(mu_each, mu_target, mu_radius): the GDP budgets of :func:`private_quantile_bounds`'s
     ordinary releases, of each of the target's three central releases and of the row radius,
     for mu in total: ``(k - 4) mu_each^2 + 3 mu_target^2 + mu_radius^2 = mu^2``, k =
     :func:`quantile_releases`. The target's releases get TARGET_SHARE of mu^2 together and
-    the radius RADIUS_SHARE, or the unit share mu^2 / k each where that is larger."""
-    units = quantile_releases(n_features)
+    the radius RADIUS_SHARE, or the unit share mu^2 / k each where that is larger.
+
+    With known columns (:class:`~privopt.releases.known_columns.KnownColumns`) only ``n_free``
+    features have quantiles, outer counts and extents (5 units each), ``n_counted`` features
+    (those not public) and, when ``target_counted``, the target have clip counts (2 units
+    each), and the target's three releases run only when ``target_free``: k = 5 n_free + 2
+    n_counted + 2 target_counted + 3 target_free + 1 (7 d + 6 with nothing known)."""
+    n_free = n_features if n_free is None else n_free
+    n_counted = n_features if n_counted is None else n_counted
+    units = 5 * n_free + 2 * n_counted + 2 * int(target_counted) + 3 * int(target_free) + 1
     unit = mu / math.sqrt(units)
-    mu_target = max(unit, mu * math.sqrt(TARGET_SHARE / 3.0))
+    mu_target = max(unit, mu * math.sqrt(TARGET_SHARE / 3.0)) if target_free else 0.0
     mu_radius = max(unit, mu * math.sqrt(RADIUS_SHARE))
     rest = mu * mu - 3.0 * mu_target**2 - mu_radius**2
-    return math.sqrt(rest / (units - 4)), mu_target, mu_radius
+    others = units - 3 * int(target_free) - 1
+    return (math.sqrt(rest / others) if others else 0.0), mu_target, mu_radius
 
 
 def row_level(m: int, mu_radius: float) -> float:
@@ -207,6 +225,7 @@ def private_quantile_bounds(
     ledger: PrivacyLedger,
     partition: object = None,
     fit_intercept: bool = True,
+    known: KnownColumns | None = None,
 ) -> LinearBounds:
     """Private centres, scales and radii from quantiles and counts.
 
@@ -247,12 +266,24 @@ def private_quantile_bounds(
     then max(|a_j|, |b_j|). Privacy: replace-one or zero-out (every count moves by at most
     one; m is public); the events are recorded with ``partition`` (None: they touch records
     that the main fit uses too, so they compose sequentially with it).
+
+    ``known`` (:class:`~privopt.releases.known_columns.KnownColumns`): features and a target
+    whose range [low, high] is known take the centre (low + high) / 2, the scale (and target
+    radius) (high - low) / 2 and the box 1 with no quantile, outer count or extent; the budget
+    goes to the others (:func:`release_budgets`). Screened (not public) ones keep their clip
+    counts, so a range that holds too few rows is widened or dropped like any failed box.
     """
     mu = check_positive("mu", mu)
     rows = np.asarray(rows)
     m = check_count("preprocessing rows", rows.size, minimum=2)
     n_features = X.shape[1]
-    mu_each, mu_target, mu_radius = release_budgets(n_features, mu)
+    known = KnownColumns.none(n_features) if known is None else known
+    known = known if fit_intercept else known.about_zero()
+    free, counted = ~known.mask, ~known.public
+    target_free, target_counted = known.target is None, not known.target_public
+    mu_each, mu_target, mu_radius = release_budgets(
+        n_features, mu, int(free.sum()), target_free, int(counted.sum()), target_counted
+    )
     grid = value_grid(ratio=CENTRED_GRID_RATIO)
     coarse = value_grid(ratio=COARSE_GRID_RATIO)
     extent_grid = log_grid(GRID_RANGE[0], GRID_RANGE[1], ATOM_EXTENT_GRID_RATIO)
@@ -311,67 +342,86 @@ def private_quantile_bounds(
         return centre, half, max(half, cell) + GRID_RANGE[0], other
 
     sample = np.asarray(X[rows], dtype=float)
-    stats = [centre_range(np.sort(sample[:, j]), f"feature {j}") for j in range(n_features)]
+    half_known = (known.high - known.low) / 2.0
+    stats = [
+        centre_range(np.sort(sample[:, j]), f"feature {j}")
+        if free[j]
+        else (known.low[j] + half_known[j], half_known[j], half_known[j], None)
+        for j in range(n_features)
+    ]
     x_center = np.array([c for c, _, _, _ in stats])
     half = np.array([h for _, h, _, _ in stats])
     tolerance = np.array([t for _, _, t, _ in stats])
-    tau_y = tail_level(m, mu_target)
-    y_center, y_half, _, _ = centre_range(
-        np.sort(np.asarray(y[rows], dtype=float)), "the target", mu_target, tau_y
-    )
-    y_scale = y_half / float(norm.isf(tau_y)) if y_half > 0.0 else 1.0
+    target = np.asarray(y[rows], dtype=float)
+    if target_free:
+        tau_y = tail_level(m, mu_target)
+        y_center, y_half, _, _ = centre_range(np.sort(target), "the target", mu_target, tau_y)
+        y_scale = y_half / float(norm.isf(tau_y)) if y_half > 0.0 else 1.0
+        y_radius = TARGET_SIGMAS * y_scale
+    else:
+        y_radius = (known.target[1] - known.target[0]) / 2.0
+        y_center = known.target[0] + y_radius
 
     # outer extents: the median distance to the centre of the rows outside the central range
     # (outside the atom when the range collapsed), on n_outer rows released as one Gaussian
     # vector (sensitivity sqrt(d): each count moves by at most 1)
     distance = np.abs(sample - x_center)
-    outer = distance > tolerance
     count_std = gaussian_release_std(1.0, mu_each)  # each count: sensitivity 1 at mu_each
-    n_outer = np.count_nonzero(outer, axis=0) + gaussian_noise(rng, count_std, n_features)
-    ledger.record(
-        GaussianEvent(math.sqrt(n_features), count_std, label="private outer counts"),
-        partition=partition,
-    )
     extent = np.zeros(n_features)
-    for j in range(n_features):
-        if n_outer[j] >= MIN_OUTER_RANKS / bounded_range_epsilon(mu_each):
-            candidates = extent_grid  # a collapsed range: the whole grid
-            if half[j] > 0.0:  # from the half-range up to EXTENT_CAP times it
-                candidates = log_grid(half[j], EXTENT_CAP * half[j], EXTENT_GRID_RATIO)
-            extent[j] = _release(
-                np.sort(distance[outer[:, j], j]), 0.5, candidates, float(n_outer[j]),
-                f"private outer extent of feature {j}",
-            )  # fmt: skip
-    x_scale = np.maximum(half / z_tau, extent / EXTENT_DIVISOR)
+    columns = np.flatnonzero(free)
+    if columns.size:
+        outer = distance[:, columns] > tolerance[columns]
+        n_outer = np.count_nonzero(outer, axis=0) + gaussian_noise(rng, count_std, columns.size)
+        ledger.record(
+            GaussianEvent(math.sqrt(columns.size), count_std, label="private outer counts"),
+            partition=partition,
+        )
+        for i, j in enumerate(columns):
+            if n_outer[i] >= MIN_OUTER_RANKS / bounded_range_epsilon(mu_each):
+                candidates = extent_grid  # a collapsed range: the whole grid
+                if half[j] > 0.0:  # from the half-range up to EXTENT_CAP times it
+                    candidates = log_grid(half[j], EXTENT_CAP * half[j], EXTENT_GRID_RATIO)
+                extent[j] = _release(
+                    np.sort(distance[outer[:, i], j]), 0.5, candidates, float(n_outer[i]),
+                    f"private outer extent of feature {j}",
+                )  # fmt: skip
+    x_scale = np.where(free, np.maximum(half / z_tau, extent / EXTENT_DIVISOR), half)
     x_scale = np.where(x_scale > 0.0, x_scale, np.inf)
+    x_box = BOX_SIGMAS if not known.any else np.where(free, BOX_SIGMAS, 1.0)
 
-    # clip counts of the boxes and of the widened boxes (features and target), one Gaussian
-    # vector of 2 d + 2 counts
-    box = BOX_SIGMAS * np.where(np.isfinite(x_scale), x_scale, 0.0)
-    y_radius = TARGET_SIGMAS * y_scale
-    y_distance = np.abs(np.asarray(y[rows], dtype=float) - y_center)
-    counts = np.concatenate(
-        [
-            np.count_nonzero(distance > box, axis=0),
-            np.count_nonzero(distance > WIDEN * box, axis=0),
-            [np.count_nonzero(y_distance > y_radius)],
-            [np.count_nonzero(y_distance > WIDEN * y_radius)],
-        ]
-    )
-    noisy = counts + gaussian_noise(rng, count_std, counts.size)
-    ledger.record(
-        GaussianEvent(math.sqrt(counts.size), count_std, label="private clip counts of the boxes"),
-        partition=partition,
-    )
-    limit = CLIP_LIMIT * m + 2.0 * count_std
-    narrow, wide = noisy[:n_features] > limit, noisy[n_features : 2 * n_features] > limit
-    x_scale = np.where(narrow & wide, np.inf, np.where(narrow, WIDEN * x_scale, x_scale))
-    for j in np.flatnonzero(narrow & wide):  # a mirrored side that failed next to 0: the other
-        other = stats[j][3]
-        if other is not None:
-            x_scale[j] = other / z_tau
-    # the target is never dropped: its radius grows WIDEN (or WIDEN^2) times instead
-    y_radius *= WIDEN ** int(noisy[-2] > limit) * WIDEN ** int(noisy[-1] > limit)
+    # clip counts of the boxes and of the widened boxes (the features and target that are not
+    # public), one Gaussian vector of 2 d + 2 counts
+    box = x_box * np.where(np.isfinite(x_scale), x_scale, 0.0)
+    y_distance = np.abs(target - y_center)
+    count_columns = np.flatnonzero(counted)
+    counts = [
+        np.count_nonzero(distance[:, count_columns] > box[count_columns], axis=0),
+        np.count_nonzero(distance[:, count_columns] > WIDEN * box[count_columns], axis=0),
+    ]
+    if target_counted:
+        counts.append([np.count_nonzero(y_distance > y_radius)])
+        counts.append([np.count_nonzero(y_distance > WIDEN * y_radius)])
+    counts = np.concatenate(counts)
+    if counts.size:
+        noisy = counts + gaussian_noise(rng, count_std, counts.size)
+        ledger.record(
+            GaussianEvent(
+                math.sqrt(counts.size), count_std, label="private clip counts of the boxes"
+            ),
+            partition=partition,
+        )
+        limit = CLIP_LIMIT * m + 2.0 * count_std
+        k = count_columns.size
+        narrow = np.zeros(n_features, dtype=bool)
+        wide = np.zeros(n_features, dtype=bool)
+        narrow[count_columns], wide[count_columns] = noisy[:k] > limit, noisy[k : 2 * k] > limit
+        x_scale = np.where(narrow & wide, np.inf, np.where(narrow, WIDEN * x_scale, x_scale))
+        for j in np.flatnonzero(narrow & wide):  # a mirrored side that failed next to 0
+            other = stats[j][3]
+            if other is not None:
+                x_scale[j] = other / z_tau
+        if target_counted:  # the target is never dropped: its radius grows WIDEN (or WIDEN^2)
+            y_radius *= WIDEN ** int(noisy[-2] > limit) * WIDEN ** int(noisy[-1] > limit)
     ledger.assume(
         "rows and targets are centred, standardised and clipped to privately estimated "
         "quantile bounds before fitting"
@@ -384,10 +434,10 @@ def private_quantile_bounds(
         intercept_scale=0.0,
         source="private",
         x_scale=x_scale,
-        x_box=BOX_SIGMAS,
+        x_box=x_box,
     )
     norms = np.sort(row_norms(staged.transform(sample)))
-    top = BOX_SIGMAS * math.sqrt(n_features)
+    top = box_norm(x_box, n_features)
     radius_grid = log_grid(1e-3 * math.sqrt(n_features), top, 1.01)
     radius_grid[-1] = top
     level = row_level(m, mu_radius)
@@ -402,8 +452,15 @@ def private_quantile_bounds(
         intercept_scale=radius / math.sqrt(n_features) if fit_intercept else 0.0,
         source="private",
         x_scale=x_scale,
-        x_box=BOX_SIGMAS,
+        x_box=x_box,
     )
+
+
+def box_norm(x_box: float | np.ndarray, n_features: int) -> float:
+    """The largest norm of a box-clipped standardised row: BOX_SIGMAS sqrt(d) for one box."""
+    if np.ndim(x_box) == 0:
+        return float(x_box) * math.sqrt(n_features)
+    return float(np.sqrt(np.sum(np.square(x_box))))
 
 
 #: the tightened target radius is the private TARGET_LEVEL quantile of |y - centre|

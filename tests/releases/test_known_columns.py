@@ -1,0 +1,164 @@
+"""Known column ranges in the private bounds: the unit-range screen and the releases it saves
+(issue 31: one-hot tables)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from privopt.accounting import PrivacyLedger
+from privopt.releases.coarse_bounds import coarse_budgets, coarse_quantile_bounds
+from privopt.releases.known_columns import (
+    SCREEN_LIMIT,
+    SCREEN_STDS,
+    KnownColumns,
+    screen_runs,
+    screen_std,
+    screen_unit_columns,
+)
+from privopt.releases.quantile_bounds import private_quantile_bounds, release_budgets
+
+
+def _table(m=20_000, seed=0):
+    """Columns: normal, one-hot (10% ones), rare one-hot (0.5%), min-max scaled in [0, 1] with
+    an atom at 0, and 0/1 with 3% of rows at 2; the target in {-1, 1}."""
+    rng = np.random.default_rng(seed)
+    X = np.c_[
+        rng.normal(50.0, 10.0, m),
+        rng.random(m) < 0.1,
+        rng.random(m) < 0.005,
+        np.where(rng.random(m) < 0.9, 0.0, rng.random(m)),
+        np.where(rng.random(m) < 0.03, 2.0, rng.random(m) < 0.3),
+    ].astype(float)
+    y = np.where(X[:, 1] + rng.normal(0, 1, m) > 0.5, 1.0, -1.0)
+    return X, y
+
+
+def test_screen_finds_unit_columns_float64_reference():
+    """At a large mu the noisy counts are the exact counts: the columns in [0, 1] (and the
+    {-1, 1} target) are found, the normal column and the one with 3% of rows at 2 are not
+    (3% > SCREEN_LIMIT); one Gaussian event of sensitivity sqrt(d + 2)."""
+    X, y = _table()
+    ledger = PrivacyLedger("zero-out")
+    known = screen_unit_columns(
+        X, y, np.arange(len(y)), known=KnownColumns.none(5), mu=1e6,
+        rng=np.random.default_rng(1), ledger=ledger,
+    )  # fmt: skip
+    exact = [np.count_nonzero((X[:, j] < 0) | (X[:, j] > 1)) for j in range(5)]
+    assert [c <= SCREEN_LIMIT * len(y) for c in exact] == [False, True, True, True, False]
+    np.testing.assert_array_equal(known.mask, [False, True, True, True, False])
+    np.testing.assert_array_equal(known.low[known.mask], 0.0)
+    np.testing.assert_array_equal(known.high[known.mask], 1.0)
+    assert known.target == (-1.0, 1.0) and not known.target_public
+    (event,) = ledger.events
+    assert math.isclose(event.sensitivity, math.sqrt(7.0))
+    assert math.isclose(event.sensitivity / event.std, 1e6, rel_tol=1e-9)
+    assert "screen" in event.label
+
+
+def test_screen_skipped_when_too_noisy():
+    """Nothing released when SCREEN_STDS noise stds exceed a tenth of the rows (public)."""
+    X, y = _table(m=2_000)
+    ledger = PrivacyLedger("zero-out")
+    mu = SCREEN_STDS * math.sqrt(7.0) / (0.1 * 2_000) * 0.99  # just below the threshold
+    assert SCREEN_STDS * screen_std(7, mu) > 0.1 * 2_000
+    assert not screen_runs(KnownColumns.none(5), 2_000, mu)
+    known = screen_unit_columns(
+        X, y, np.arange(2_000), known=KnownColumns.none(5), mu=mu,
+        rng=np.random.default_rng(0), ledger=ledger,
+    )  # fmt: skip
+    assert not known.any and ledger.events == ()
+
+
+def test_screen_counts_only_unknown_columns():
+    X, y = _table()
+    public = KnownColumns(
+        np.array([0.0, np.nan, np.nan, np.nan, np.nan]),
+        np.array([100.0, np.nan, np.nan, np.nan, np.nan]),
+        np.array([True, False, False, False, False]),
+        (-1.0, 1.0),
+        True,
+    )
+    ledger = PrivacyLedger("zero-out")
+    known = screen_unit_columns(
+        X, y, np.arange(len(y)), known=public, mu=1e6, rng=np.random.default_rng(1),
+        ledger=ledger,
+    )  # fmt: skip
+    (event,) = ledger.events
+    assert math.isclose(event.sensitivity, 2.0)  # the four unknown features only
+    np.testing.assert_array_equal(known.public, public.public)
+    np.testing.assert_array_equal(known.screened, [False, True, True, True, False])
+
+
+@pytest.mark.parametrize("d", [1, 5, 30])
+@pytest.mark.parametrize(("free", "target_free", "counted"), [(0, True, 0), (2, False, 4)])
+def test_budgets_with_known_columns_compose_to_mu(d, free, target_free, counted):
+    mu = 0.3
+    free, counted = min(free, d), min(counted, d)
+    each, target, radius = release_budgets(d, mu, free, target_free, counted, True)
+    units = 5 * free + 2 * counted + 2
+    total = units * each**2 + 3 * target**2 + radius**2
+    assert math.isclose(total, mu**2, rel_tol=1e-12)
+    each, target, radius, counts = coarse_budgets(d, mu, free, target_free)
+    total = 2 * free * each**2 + 2 * target**2 + radius**2 + counts**2
+    assert math.isclose(total, mu**2, rel_tol=1e-12)
+
+
+@pytest.mark.parametrize("release", [private_quantile_bounds, coarse_quantile_bounds])
+def test_nothing_known_is_the_unchanged_release(release):
+    X, y = _table(m=5_000)
+    a = release(X, y, np.arange(5_000), mu=0.5, rng=np.random.default_rng(3),
+                ledger=PrivacyLedger("zero-out"))  # fmt: skip
+    b = release(X, y, np.arange(5_000), mu=0.5, rng=np.random.default_rng(3),
+                ledger=PrivacyLedger("zero-out"), known=KnownColumns.none(5))  # fmt: skip
+    for field in ("x_center", "x_scale", "x_radius", "y_center", "y_radius", "x_box"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+@pytest.mark.parametrize("release", [private_quantile_bounds, coarse_quantile_bounds])
+def test_known_columns_take_their_range(release):
+    """Known features: centre (low + high) / 2, scale (high - low) / 2, box 1, no quantile of
+    theirs in the ledger; the ledger composes to mu; a screened column whose range holds too
+    few rows (3% at 2) is widened or dropped by the full bounds' clip counts."""
+    X, y = _table()
+    screened = np.array([False, True, True, True, True])
+    known = KnownColumns(
+        np.where(screened, 0.0, np.nan), np.where(screened, 1.0, np.nan),
+        np.zeros(5, dtype=bool), (-1.0, 1.0), False,
+    )  # fmt: skip
+    ledger = PrivacyLedger("zero-out")
+    mu = 50.0
+    bounds = release(X, y, np.arange(len(y)), mu=mu, rng=np.random.default_rng(2),
+                     ledger=ledger, known=known)  # fmt: skip
+    np.testing.assert_array_equal(bounds.x_center[1:4], 0.5)
+    np.testing.assert_array_equal(bounds.x_scale[1:4], 0.5)
+    np.testing.assert_array_equal(bounds.x_box[1:], 1.0)
+    if release is private_quantile_bounds:  # its clip limit is 1% of the rows: widened/dropped
+        assert bounds.x_scale[4] > 0.5
+    else:  # the coarse bounds drop a box only above 20% (a failed release), so it is kept
+        assert bounds.x_scale[4] == 0.5
+    assert bounds.y_center == 0.0 and bounds.y_radius == 1.0
+    labels = " ".join(e.label for e in ledger.events)
+    assert "feature 0" in labels
+    assert not any(f"feature {j}" in labels for j in range(1, 5))
+    assert "the target" not in labels
+    assert math.isclose(ledger.mu, mu, rel_tol=1e-9)
+    Z = bounds.transform(X[:5])
+    assert np.all(np.abs(Z[:, 1:4]) <= 1.0 + 1e-12)
+
+
+def test_known_columns_without_intercept_are_held_about_zero():
+    X, y = _table(m=5_000)
+    known = KnownColumns(
+        np.array([np.nan, 0.0, 0.0, 0.0, np.nan]), np.array([np.nan, 1.0, 1.0, 1.0, np.nan]),
+        np.zeros(5, dtype=bool), (0.0, 1.0), False,
+    )  # fmt: skip
+    bounds = private_quantile_bounds(
+        X, y, np.arange(5_000), mu=5.0, rng=np.random.default_rng(0),
+        ledger=PrivacyLedger("zero-out"), fit_intercept=False, known=known,
+    )  # fmt: skip
+    np.testing.assert_array_equal(bounds.x_center, 0.0)
+    np.testing.assert_array_equal(bounds.x_scale[1:4], 1.0)
+    assert bounds.y_center == 0.0 and bounds.y_radius == 1.0
