@@ -305,3 +305,63 @@ def test_record_level_fits_are_bit_identical_to_before_users_existed():
         assert [float(v).hex() for v in np.ravel(fit.coef_)] == BEFORE_USERS[name], name
         assert fit.privacy_report_.privacy_unit == "record"
         assert "rows_fitted" in fit.fit_info_
+
+
+# -- a one-run audit of the core's user-level clipping, each canary a whole user ----------------
+AUDIT_DELTA, AUDIT_CLAIM, AUDIT_RECORDS, AUDIT_FILLERS = 1e-5, 2.0, 10, 20
+
+
+def _user_audit(canaries: int, seed: int):
+    """One step over all users (the plan's own calibration to epsilon 2, zero-out over users)
+    of absolute-loss SGD from w = 0. Canary user j (a fair coin) has 10 records x = e_j,
+    y = 1: its summed gradient is -10 e_j, its user-level clipped contribution -G e_j; an
+    excluded canary user keeps 10 null records (x = 0). Canary j's score is the released
+    coordinate j: N(G, (sigma G)^2) when included, N(0, (sigma G)^2) when not (Steinke, Nasr &
+    Jagielski 2023, arXiv:2305.08846, one-run audit)."""
+    from privopt.accounting import PrivacyLedger
+    from privopt.audit import audit_one_run
+    from privopt.training import SGD, FixedBatches, TrainingPlan, execute
+
+    rng = np.random.default_rng(seed)
+    included = rng.random(canaries) < 0.5
+    d = canaries + 1
+    fillers = 2 * AUDIT_FILLERS
+    X = np.zeros((fillers + canaries * AUDIT_RECORDS, d))
+    X[:fillers, 0] = rng.uniform(-1, 1, size=fillers)
+    owner = np.repeat(np.arange(canaries), AUDIT_RECORDS)
+    X[fillers + np.flatnonzero(included[owner]), 1 + owner[included[owner]]] = 1.0
+    y = np.ones(X.shape[0])
+    ids = np.concatenate([np.repeat(np.arange(AUDIT_FILLERS), 2), AUDIT_FILLERS + owner])
+    groups = UserGroups(ids, X.shape[0])
+    n = groups.num_users
+    plan = TrainingPlan(n, FixedBatches(n, 1), clip_norm=1.0, neighbouring="zero-out")
+    plan = plan.calibrate(AUDIT_CLAIM, AUDIT_DELTA)
+    ledger = PrivacyLedger("zero-out", unit="user")
+    rows = UserRows.build(X, y, groups)
+    w, _, _ = execute(
+        plan, UserModel(LossModel(get_loss("absolute"))), SGD(1.0), rows, rows,
+        rng=rng, ledger=ledger,
+    )  # fmt: skip
+    scores = w[1:] * plan.divisor  # w_1 = -(sum + noise) / D, the canaries' sums are -G e_j
+    return audit_one_run(scores, included, delta=AUDIT_DELTA), ledger, scores, included
+
+
+#: measured lower bounds (honest / planted per-record clipping): 0.74 / 4.18 with 300 canary
+#: users, 0.83 / 6.04 with 1,000 (10,000 canary records); the claim is 2
+@pytest.mark.parametrize("canaries, seed", [(300, 2), (1000, 1)])
+def test_user_level_audit_below_claim_and_per_record_clipping_caught(canaries, seed, monkeypatch):
+    honest, ledger, scores, included = _user_audit(canaries, seed)
+    report = ledger.report(AUDIT_DELTA)
+    assert report.epsilon <= AUDIT_CLAIM + 1e-9
+    assert report.neighbouring == "user-level zero-out"
+    assert honest.epsilon_lower_bound < AUDIT_CLAIM
+
+    def per_record(self, w, X, y, batch, clip, prepared=None):  # the planted bug
+        positions, _, _ = X.groups.gather(batch)
+        return self.base.clipped_gradient_sum(w, X.X[positions], X.y[positions], clip)
+
+    monkeypatch.setattr(UserModel, "batch_gradient_sum", per_record)
+    broken, _, buggy, _ = _user_audit(canaries, seed)
+    # the same noise: an included canary user now moves its coordinate by R G instead of G
+    np.testing.assert_allclose(buggy - scores, included * (AUDIT_RECORDS - 1.0), atol=1e-8)
+    assert broken.epsilon_lower_bound > AUDIT_CLAIM
