@@ -1,4 +1,5 @@
-"""Black-box audit of the private bounds of the bounds-free default at small epsilon.
+"""Black-box audits of the private bounds of the bounds-free default: the coarse bounds at small
+epsilon, and the unit-range screen (:func:`audit_unit_screen`).
 
 The white-box pipeline audits (:mod:`privopt.audit.pipeline_audits`) put canaries into the
 Gaussian releases of the fit; the private bounds are exponential-mechanism releases of
@@ -38,7 +39,7 @@ from privopt._validate import check_count, check_positive
 from privopt.audit.blackbox import AuditResult, audit_scores
 from privopt.clipping.quantiles import QuantileRelease
 
-__all__ = ["audit_coarse_bounds", "bounds_audit_data"]
+__all__ = ["audit_coarse_bounds", "audit_unit_screen", "bounds_audit_data", "screen_audit_data"]
 
 
 def bounds_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -120,6 +121,72 @@ def audit_coarse_bounds(
                         "bounds; choose a smaller epsilon or fewer rows."
                     )
                 scores[present].append(centres.pop())
+                claimed = max(claimed, float(model.privacy_report_.epsilon))
+    result = audit_scores(
+        np.array(scores[True]), np.array(scores[False]), delta=delta, confidence=confidence
+    )
+    return claimed, result
+
+
+def screen_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X of D, X of D', y): feature 0 uniform in [0, 1] except the audited last record, which
+    is 5 in D and 0.5 in D' (so the screen's count of feature 0 differs by one); feature 1 and
+    the target normal (outside [0, 1], so only feature 0 can be found)."""
+    rows = check_count("rows", rows, minimum=5)
+    rng = np.random.default_rng([seed, 41])
+    X = np.c_[rng.uniform(0.0, 1.0, rows), rng.normal(0.0, 3.0, rows)]
+    y = 2.0 * X[:, 0] + X[:, 1] + rng.normal(0.0, 1.0, rows)
+    X[-1, 0] = 5.0
+    X_neighbour = X.copy()
+    X_neighbour[-1, 0] = 0.5
+    return X, X_neighbour, y
+
+
+def audit_unit_screen(
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-6,
+    rows: int = 3001,
+    runs: int = 40,
+    planted: bool = False,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, AuditResult]:
+    """(claimed epsilon, black-box audit) of the unit-range screen
+    (:func:`~privopt.releases.known_columns.screen_unit_columns`) of the bounds-free default:
+    the score is feature 0's released noisy count of rows outside [0, 1], over ``runs`` fits on
+    D and ``runs`` on D' (:func:`screen_audit_data`; a replace-one pair whose counts differ by
+    one). The planted bug releases the exact counts (the ledger unchanged). Raises if a fit
+    released no screen (the audit would then test nothing)."""
+    import privopt.releases.known_columns as screen_module
+    from privopt.estimators import DPLinearRegression
+
+    check_positive("epsilon", epsilon)
+    runs = check_count("runs", runs, minimum=8)
+    X, X_neighbour, y = screen_audit_data(rows, seed)
+    original = screen_module.noisy_counts
+    released: list[float] = []
+
+    def tapped(counts, std, rng):
+        noisy = original(counts, std, rng)
+        released.append(float(counts[0] if planted else noisy[0]))
+        return noisy
+
+    scores: dict[bool, list[float]] = {True: [], False: []}
+    claimed = 0.0
+    with mock.patch.object(screen_module, "noisy_counts", tapped), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for k in range(runs):
+            for present, features in ((True, X), (False, X_neighbour)):
+                fit_seed = (seed * 1_000_003 + 2 * k + int(present)) % 2**32
+                model = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=fit_seed)
+                model.fit(features, y)
+                if len(released) != 1:
+                    raise RuntimeError(
+                        f"The fit at epsilon={epsilon:g} on {rows} rows released no unit-range "
+                        "screen; choose a larger epsilon or more rows."
+                    )
+                scores[present].append(released.pop())
                 claimed = max(claimed, float(model.privacy_report_.epsilon))
     result = audit_scores(
         np.array(scores[True]), np.array(scores[False]), delta=delta, confidence=confidence

@@ -139,6 +139,12 @@ def screen_runs(known: KnownColumns, m: int, mu: float) -> bool:
     return k > 0 and SCREEN_STDS * screen_std(k, mu) <= SCREEN_MAX_FRACTION * m
 
 
+def noisy_counts(counts: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
+    """The screen's Gaussian release: ``counts`` plus N(0, std^2) noise each (the one place the
+    screen draws noise, which :mod:`privopt.audit.pipeline_bounds` taps)."""
+    return counts + gaussian_noise(rng, std, counts.size)
+
+
 def screen_unit_columns(
     X: np.ndarray,
     y: np.ndarray,
@@ -170,7 +176,7 @@ def screen_unit_columns(
         counts.append([np.count_nonzero((target < a) | (target > b)) for a, b in TARGET_RANGES])
     counts = np.concatenate(counts).astype(float)
     std = screen_std(counts.size, mu)
-    noisy = counts + gaussian_noise(rng, std, counts.size)
+    noisy = noisy_counts(counts, std, rng)
     ledger.record(
         GaussianEvent(math.sqrt(counts.size), std, label="private unit-range screen counts"),
         partition=partition,
