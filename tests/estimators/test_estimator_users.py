@@ -180,6 +180,41 @@ def test_user_level_fits_are_useful():
     assert c.privacy_report_.epsilon <= 4.0
 
 
+def test_the_estimators_steps_clip_a_forty_record_user_as_one_vector(monkeypatch):
+    """Inside a DPSGDRegressor fit: every step is one user's clipped sum (norm <= G), equal to
+    the float64 loop over that user's records at the step's w; the 40-record user is clipped."""
+    X, y, ids = _data()
+    ids[100:140] = 7  # user 7: 40 records or more
+    X[100:140] = [2.0, 1.0, 0.5]  # aligned rows: its summed gradient is far above G
+    y[100:140] = -3.0
+    seen = []
+    original = UserModel.batch_gradient_sum
+
+    def spy(self, w, rows, y_, batch, clip, prepared=None):
+        total, fraction = original(self, w, rows, y_, batch, clip, prepared)
+        seen.append((w.copy(), np.array(batch), total, clip, rows))
+        return total, fraction
+
+    monkeypatch.setattr(UserModel, "batch_gradient_sum", spy)
+    m = DPSGDRegressor(**BOUNDS, loss="absolute", steps=400, random_state=3)
+    m.fit(X, y, users=ids)
+    G = m.fit_info_["gradient_bound"]
+    assert len(seen) == 400 and all(batch.size == 1 and clip == G for _, batch, _, clip, _ in seen)
+    rows = seen[0][4]  # the records as the fit saw them (mapped to the unit ball), by user
+    codes = np.repeat(np.arange(rows.groups.num_users), rows.groups.counts)
+    big = rows.groups.codes[100]
+    loss = get_loss("absolute")
+    clipped_big = 0
+    for w, batch, total, clip, _ in seen:
+        assert np.linalg.norm(total) <= G * (1 + 1e-12)
+        want = _loop_clipped_sum(w, rows.X, rows.y, codes, batch, loss, clip, "sum")
+        np.testing.assert_allclose(total, want, rtol=1e-12, atol=1e-15)
+        if batch[0] == big:
+            unclipped = _loop_clipped_sum(w, rows.X, rows.y, codes, batch, loss, np.inf, "sum")
+            clipped_big += np.linalg.norm(unclipped) > 10 * G
+    assert clipped_big >= 1  # the 40-record user was drawn and its sum clipped to G
+
+
 def test_classifier_one_vs_rest_with_users_merges_user_ledgers():
     X, _, ids = _data()
     labels = np.digitize(X[:, 0], [-0.5, 0.5])
