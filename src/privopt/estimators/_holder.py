@@ -5,6 +5,12 @@ private SGD fit (output or gradient perturbation, :mod:`privopt.algorithms`), an
 release in a replace-one ledger. Without public ``feature_bounds`` each feature's centre and
 scale and the rows' radius are private quantiles on a disjoint slice of records (assigned by an
 independent secret draw), which by parallel composition costs no extra budget, only rows.
+
+``fit(X, y, users=ids)`` makes the user the privacy unit (a user-level replace-one ledger):
+DP-SGD-Gradient samples one user of N per step and clips the sum (or mean) of its records'
+gradients as one vector (:mod:`privopt.estimators._users`); the releases that have no user-level
+version (the private bounds, the private label set, output perturbation, SRGD) are refused by
+name before a budget is reserved (:meth:`HolderSGDEstimator._check_users`).
 """
 
 from __future__ import annotations
