@@ -162,3 +162,26 @@ def test_known_columns_without_intercept_are_held_about_zero():
     np.testing.assert_array_equal(bounds.x_center, 0.0)
     np.testing.assert_array_equal(bounds.x_scale[1:4], 1.0)
     assert bounds.y_center == 0.0 and bounds.y_radius == 1.0
+
+
+def _coarse(X, y):
+    ledger = PrivacyLedger("zero-out")
+    rows = np.arange(len(y))
+    return coarse_quantile_bounds(X, y, rows, mu=50.0, rng=np.random.default_rng(1), ledger=ledger)
+
+
+def test_coarse_radius_is_capped_at_radius_cap_sqrt_d():
+    """Rows whose level-quantile norm is far above sqrt(d) (four identical Cauchy columns: a
+    quarter of the rows at the box in every coordinate) get the radius RADIUS_CAP sqrt(d);
+    independent normal columns keep their released radius (below the cap)."""
+    from privopt.releases.coarse_bounds import RADIUS_CAP
+
+    rng = np.random.default_rng(0)
+    column = rng.standard_cauchy(20_000)
+    X = np.tile(column[:, None], (1, 4))
+    y = rng.normal(size=20_000)
+    bounds = _coarse(X, y)
+    assert bounds.x_radius == RADIUS_CAP * 2.0
+    X = rng.normal(size=(20_000, 4))
+    bounds = _coarse(X, y)
+    assert 1.0 * 2.0 < bounds.x_radius < RADIUS_CAP * 2.0
