@@ -149,13 +149,12 @@ def user_index(users: Any, records: int, clipping: str, adaptive: Any) -> UserIn
     return UserIndex(users, records)
 
 
-def user_assumptions(
-    plan_assumptions: list[str], user_clipping: str, clip: float, adaptive: bool = False
-) -> list[str]:
-    """The plan's statements with the user as the unit, and the user-level clipping (with
-    ``adaptive``, the bound in force kappa_t follows the quantile of the users' norms learnt
-    from a noisy count of unclipped users: Andrew et al. 2021 with the user as the unit)."""
+def user_assumptions(plan_assumptions: list[str], user_clipping: str, plan: Any) -> list[str]:
+    """The plan's statements with the user as the unit, and the user-level clipping (under the
+    plan's adaptive clipping the bound in force kappa_t follows the quantile of the users' norms
+    learnt from a noisy count of unclipped users: Andrew et al. 2021 with the user as the unit)."""
     kind = "sum" if user_clipping == "sum" else "mean"
+    clip, adaptive = plan.clip_norm, plan.adaptive_clipping is not None
     bound = f"the adaptive bound kappa_t (initially {clip:g})" if adaptive else f"{clip:g}"
     out = [
         "privacy unit: the user; the number of users N is public; every record has a user id "

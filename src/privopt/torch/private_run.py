@@ -274,9 +274,7 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
         self.ledger.record(self.plan.event())  # before any record is read
         stated = self.plan.assumptions()
         if self.users is not None:
-            stated = user_assumptions(
-                stated, user_clipping, self.plan.clip_norm, self.plan.adaptive_clipping is not None
-            )
+            stated = user_assumptions(stated, user_clipping, self.plan)
         for text in [*stated, CLIPPING_ASSUMPTION, TORCH_NOISE_ASSUMPTION]:
             self.ledger.assume(text)
         if seed is not None:
@@ -340,6 +338,10 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
     def epsilon_spent(self) -> float:
         """epsilon (at the run's delta) of the steps done so far."""
         return self.epsilon_after(self.step_count)
+
+    @property
+    def _clip_in_force(self) -> float:  # the plan's clip, or the adaptive bound in force
+        return self.plan.clip_norm if self._adaptive is None else self._adaptive.clip
 
     @property
     def clip_history(self) -> tuple[np.ndarray, np.ndarray] | None:
@@ -516,20 +518,16 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
         try:
             if not self._checked:  # before any private step; raises on a failure
                 self.check(SurrogateLoss(slots), inputs, grads)
-            count = self._adaptive is not None or self.diagnostics
-            clip = self.plan.clip_norm if self._adaptive is None else self._adaptive.clip
+            count, clip = self._adaptive is not None or self.diagnostics, self._clip_in_force
             part = None if self.users is None else self._parts[self._chunk]
             grouped = {} if part is None else {"groups": part.slots}
             if part is not None:  # one user larger than a chunk: its sum unclipped, for now
                 grouped["group_reduction"] = self.user_clipping
                 clip, count = (math.inf, True) if part.part else (clip, count)
             set_rng_state(self._rng[0], self.device)  # the loop's dropout masks
-            context = (
-                torch.autocast(self.device.type, dtype=self._autocast_state)
-                if self._autocast_state is not None
-                else contextlib.nullcontext()
-            )
-            with context:
+            dtype = self._autocast_state
+            autocast = torch.autocast(self.device.type, dtype=dtype) if dtype is not None else None
+            with autocast or contextlib.nullcontext():
                 sums, _, *rest = self._clipper.clipped_sum(
                     SurrogateLoss(slots, self._capture.seen), inputs, grads, clip,
                     count_unclipped=count, **grouped,
@@ -542,8 +540,7 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
             self._large.add(sums, rest.pop(), n, self._noise_dtype)
             if part.part == "part":
                 return
-            clip = self.plan.clip_norm if self._adaptive is None else self._adaptive.clip
-            sums, unclipped = self._large.clipped(clip, self.user_clipping)
+            sums, unclipped = self._large.clipped(self._clip_in_force, self.user_clipping)
             rest = [unclipped.long()] if self._adaptive is not None or self.diagnostics else []
         if self._sums is None:
             self._sums = sums
@@ -585,7 +582,7 @@ class PrivateRun(LoopHooks, ckpt.RunCheckpoints):
         if self._dist is not None and (self._adaptive is not None or self.diagnostics):
             unclipped = self._dist.all_reduce_count(unclipped or 0)
         adaptive = self._adaptive
-        clip = self.plan.clip_norm if adaptive is None else adaptive.clip
+        clip = self._clip_in_force
         noise = self._stream.next()
         if adaptive is not None:  # unit-clip noise scaled back; then this step's noisy count
             noise = noise * clip
