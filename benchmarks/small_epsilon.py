@@ -5,8 +5,12 @@ given correct public bounds (the table's ranges), and of the default with no bou
 ratio of the medians; and, for the no-bounds fits, how many raised the UtilityWarning and how
 many had a test R^2 <= 0 without it (the issue's "never silently worse than the mean"). Tables:
 the bundled power-plant table (80/20 split per seed, also on 5,000 and 2,000 training rows) and
-synthetic low-signal tables (Gaussian or Student-t(3) features, OLS R^2 0.08-0.2). Run:
-``python benchmarks/small_epsilon.py [--seeds 20]``; writes small_epsilon_results.json.
+synthetic low-signal tables (Gaussian or Student-t(3) features, OLS R^2 0.08-0.2), and one-hot
+Adult (the public encoding of privopt.datasets.adult, y in {-1, 1}; 10 or 25 columns drawn once,
+4,000 or 15,000 training rows per seed, the full test split; public bounds = the encoded
+training split's column ranges and (-1, 1)). Run:
+``python benchmarks/small_epsilon.py [--seeds 20] [--only adult]``; writes
+small_epsilon_results.json (with --only, the rows run are merged into it).
 """
 
 from __future__ import annotations
@@ -52,14 +56,27 @@ def _synthetic(seed: int, rows: int, d: int, heavy: bool):
     return X, y, Xt, yt
 
 
+def _adult(seed: int, rows: int, columns: int):
+    from privopt.datasets.adult import load_adult_arrays
+
+    Xtr, ytr, Xte, yte = load_adult_arrays()
+    keep = [j for j in range(Xtr.shape[1]) if np.ptp(Xtr[:, j]) > 0]
+    chosen = np.random.default_rng(0).choice(len(keep), columns, replace=False)
+    chosen = np.asarray(keep)[chosen]
+    sample = np.random.default_rng(50 + seed).choice(len(ytr), rows, replace=False)
+    ranges = np.c_[Xtr.min(0), Xtr.max(0)][chosen]
+    return Xtr[sample][:, chosen], ytr[sample], Xte[:, chosen], yte, ranges
+
+
 def _row(name, epsilon, seeds, data):
     out = {"ols": [], "public_bounds": [], "no_bounds": []}
     warned = silent_bad = 0
     for seed in range(seeds):
-        X, y, Xt, yt = data(seed)
+        X, y, Xt, yt, *ranges = data(seed)
         w = np.linalg.lstsq(np.c_[X, np.ones(len(X))], y, rcond=None)[0]
         out["ols"].append(_r2(yt, np.c_[Xt, np.ones(len(Xt))] @ w))
-        bounds = {"feature_bounds": np.c_[X.min(0), X.max(0)], "target_bounds": (y.min(), y.max())}
+        public = ranges[0] if ranges else np.c_[X.min(0), X.max(0)]
+        bounds = {"feature_bounds": public, "target_bounds": (y.min(), y.max())}
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")
             model = DPLinearRegression(epsilon=epsilon, random_state=seed, **bounds).fit(X, y)
@@ -85,18 +102,24 @@ def _row(name, epsilon, seeds, data):
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
+    parser.add_argument("--only", default="", help="run only the tables whose name has this")
     args = parser.parse_args()
-    rows = []
-    for epsilon in (0.1, 0.3, 1.0):
-        rows.append(_row("power plant", epsilon, args.seeds, lambda s: _power_plant(s, None)))
-    rows.append(_row("power plant 5,000", 0.1, args.seeds, lambda s: _power_plant(s, 5000)))
-    rows.append(_row("power plant 2,000", 0.3, args.seeds, lambda s: _power_plant(s, 2000)))
+    plan = [("power plant", e, lambda s: _power_plant(s, None)) for e in (0.1, 0.3, 1.0)]
+    plan.append(("power plant 5,000", 0.1, lambda s: _power_plant(s, 5000)))
+    plan.append(("power plant 2,000", 0.3, lambda s: _power_plant(s, 2000)))
     for rows_, d, heavy in ((4000, 12, False), (8000, 20, True), (15000, 27, False)):
         name = f"synthetic {'t3' if heavy else 'normal'} {rows_} x {d}"
-        rows.append(
-            _row(name, 1.0, args.seeds, lambda s, r=rows_, p=d, h=heavy: _synthetic(s, r, p, h))
-        )
-    (HERE / "small_epsilon_results.json").write_text(json.dumps(rows, indent=1) + "\n")
+        plan.append((name, 1.0, lambda s, r=rows_, p=d, h=heavy: _synthetic(s, r, p, h)))
+    for rows_, columns in ((4000, 10), (15000, 25)):
+        name = f"adult one-hot {rows_} x {columns}"
+        plan.append((name, 1.0, lambda s, r=rows_, c=columns: _adult(s, r, c)))
+    out = HERE / "small_epsilon_results.json"
+    done = json.loads(out.read_text()) if args.only and out.exists() else []
+    for name, epsilon, data in plan:
+        if args.only in name:
+            row = _row(name, epsilon, args.seeds, data)
+            done = [r for r in done if (r["table"], r["epsilon"]) != (name, epsilon)] + [row]
+    out.write_text(json.dumps(done, indent=1) + "\n")
 
 
 if __name__ == "__main__":
