@@ -56,7 +56,8 @@ __all__ = [
     "screen_unit_columns",
 ]
 
-#: share of the private bounds' mu^2 spent on the screen (when it runs)
+#: the screen's mu^2 is this share of the private bounds' (when it runs), taken from the fit's
+#: method, so that the bounds keep their planned budget
 SCREEN_SHARE = 0.1
 #: a column is in [0, 1] when its noisy count of rows outside it is at most SCREEN_LIMIT m plus
 #: SCREEN_STDS noise stds: a column in [0, 1] is missed in 0.13% of draws (a missed binary one
