@@ -8,31 +8,53 @@ step is the clipped sum of its examples' gradients,
 (or with ``user_clipping="mean"`` the clipped mean: c_u = min(1, G n_u / ||W_u||) / n_u, so the
 contribution c_u W_u is clip_G(W_u / n_u)). Since sum_u c_u W_u = sum_i c_{u(i)} grad_i, the sum
 is contracted by each rule's own per-example machinery (:meth:`LayerRule.clipped_sums`) with the
-example factors c_{u(i)}: only the norms ||W_u|| need per-user work. Per rule:
+example factors c_{u(i)}: only the norms ||W_u|| need per-user work.
+
+**Ghost norms per user.** For a layer whose per-example gradient is W_i = sum_t g_it a_it^T
+(Linear over T positions; a convolution with a_it the unfolded input patches, Bu, Mullins,
+Gong & Wang 2022, "Scalable and Efficient Training of Large Convolutional Neural Networks with
+Differential Privacy", arXiv:2205.10683, sec. 3), with rows r = (i, t),
+
+    ||W_u||^2 + ||b_u||^2 = sum_{r, s of user u} (<a_r, a_s> + 1) <g_r, g_s>
+
+(b_u the bias gradient sum_r g_r: the "+ 1" is a constant input column; Li, Tramer, Liang &
+Hashimoto 2021, arXiv:2110.05679, sec. 4, for one example). Only the pairs of rows of one user
+are needed, a block-diagonal Gram. :class:`Tiling` lays the users out in *tiles* of width L
+examples (several small users share a tile; ``where(same user)`` keeps the block diagonal, so
+a non-finite row of one user never reaches another's norm): one gather of the rows (none when
+the tiles are already contiguous in the batch), one batched Gram per side, one masked
+reduction and one ``index_add`` per class of tiles. A tiling has one or two classes (users of
+at most w records in tiles of width w, larger users in tiles of the largest user's size), or is
+the whole batch as one tile in its own order (no gather: the "masked" Grams of the batch).
 
 ====================  ==============================================================  ==========
-layer                 ||W_u||^2                                                        cost
+rule                  ||W_u||^2 by                                                     cost
 ====================  ==============================================================  ==========
-Linear (T positions)  ghost per user: <A_u A_u^T, G_u G_u^T>_F with A_u, G_u the       U_k (n_k
-                      user's n_u T rows (inputs, output gradients), users batched by    T)^2 (D +
-                      size class (2^(k-1) < n_u <= 2^k; at most 3 classes, the          p) per
-                      cheapest adjacent ones merged), zero-padded to the class's n_k;   class
-                      or the Grams of the whole batch with the pairs of rows of one     (B T)^2
-                      user kept (a mask); or the materialised per-example gradients     (D + p)
-                      summed by user (``index_add``): the cheapest, memory counted      B T p D
+Linear (T positions)  ghost per user over tiles (above), or the materialised            tiles (L T)
+                      per-example gradients summed by user (``index_add``)              ^2 (D + p)
+                                                                                         | B T p D
+Conv1d/2d             the same ghost over the unfolded input (one strided copy), or     as Linear
+                      the rule's materialised per-example gradients (kept for its sum)  (T: output
+                      summed by user (:mod:`privopt.torch._user_conv`)                  positions)
 Embedding             the record-level (example, row) segment sums with the example
                       replaced by its user                                              O(B T D)
 any other             the rule's per-example gradients (B, *shape) summed by user     materialise
 ====================  ==============================================================  ==========
 
-All are exact (the same sums in another order); tests compare them with a float64 loop over
-users. A rule without per-example gradients (none today) is refused naming the layer. The
-user index of each example is host data (the loader built it), so nothing here synchronises.
+The cheapest method (and tiling) is chosen per layer by a cost model in multiply-adds that also
+counts memory traffic (``MEMORY_WEIGHT`` per element) and a fixed cost per class of tiles
+(``CLASS_COST``: a handful of small operations, which dominate on a CPU at these sizes). The
+choice reads the tensors' shapes and the batch's user sizes, never a data value; the user sizes
+(like the physical batches of :mod:`privopt.torch._users`, which already depend on them) change
+only the order of the floating-point sums and the step's time, and are never released. All
+methods are exact (the same sums in another order): tests compare each with a float64 loop over
+users. A rule without per-example gradients (none today) is refused naming the layer. The user
+index of each example is host data (the loader built it), so nothing here synchronises.
 """
 
 from __future__ import annotations
 
-import itertools
+import math
 from typing import Any
 
 import numpy as np
@@ -40,10 +62,75 @@ import numpy as np
 import torch
 from privopt.torch._rule import gram, norm_dtype
 
-__all__ = ["Groups", "group_squared_norms"]
+__all__ = ["Groups", "Tiling", "group_squared_norms", "pair_sums", "per_example"]
 
-#: the most size classes of users padded together (a class costs a few operations)
-MAX_CLASSES = 3
+#: multiply-adds that writing one tensor element costs, in the cost model (as the conv rule's)
+MEMORY_WEIGHT = 8
+#: multiply-adds that one class of tiles costs beyond its arithmetic (~8 small operations)
+CLASS_COST = 4e5
+
+
+class _Class:
+    """One class of tiles: ``tiles`` tiles of ``width`` examples; ``rows``: the batch rows to
+    take (a slice when already contiguous, else an index tensor, padding -> row 0), ``users``:
+    each taken row's user slot (padding: the spare slot U), ``single``: one user per tile, no
+    padding (no mask needed), ``owners`` then each tile's user."""
+
+    def __init__(self, width: int, take: np.ndarray, users: np.ndarray, size: int, device):
+        self.width, self.tiles = width, len(take) // width
+        real = int(users.max()) < size  # no padding
+        first = users[::width]
+        self.single = real and bool((users.reshape(self.tiles, width) == first[:, None]).all())
+        if real and int(take[-1]) - int(take[0]) == len(take) - 1 and _increasing(take):
+            self.rows: Any = slice(int(take[0]), int(take[-1]) + 1)  # a view, no copy
+        else:
+            self.rows = torch.as_tensor(take, device=device)
+        self.users = torch.as_tensor(users, device=device)
+        self.owners = torch.as_tensor(first, device=device) if self.single else None
+        self._masks: dict[int, torch.Tensor] = {}
+
+    def take(self, value: torch.Tensor) -> torch.Tensor:
+        """(B, T, k) -> (tiles, width T, k)."""
+        out = value[self.rows] if isinstance(self.rows, slice) else value.index_select(0, self.rows)
+        return out.reshape(self.tiles, -1, value.shape[-1])
+
+    def mask(self, t: int) -> torch.Tensor:
+        """(tiles, width T, width T): the pairs of rows of one (real) user."""
+        if t not in self._masks:
+            u = self.users.view(self.tiles, self.width)
+            u = u.repeat_interleave(t, dim=1) if t > 1 else u
+            self._masks[t] = u[:, :, None] == u[:, None, :]
+        return self._masks[t]
+
+
+def _increasing(take: np.ndarray) -> bool:
+    return bool((take[1:] > take[:-1]).all())
+
+
+class Tiling:
+    """The users of a batch laid out in tiles (module docstring): ``classes`` of
+    :class:`_Class`; built by :meth:`Groups.tiling`."""
+
+    def __init__(self, classes: list[_Class]) -> None:
+        self.classes = classes
+
+
+def _pack(sizes: list[int], width: int) -> tuple[list[int], list[int]]:
+    """(tile, offset in the tile) of each user, sizes in decreasing order: each tile opens with
+    the largest user left and is filled with the smallest that fit."""
+    n = len(sizes)
+    tile, offset = [0] * n, [0] * n
+    lo, hi, t = 0, n - 1, 0
+    while lo <= hi:
+        fill = sizes[lo]
+        tile[lo], offset[lo] = t, 0
+        lo += 1
+        while lo <= hi and fill + sizes[hi] <= width:
+            tile[hi], offset[hi] = t, fill
+            fill += sizes[hi]
+            hi -= 1
+        t += 1
+    return tile, offset
 
 
 class Groups:
@@ -61,106 +148,163 @@ class Groups:
         slots = slots.astype(np.int64)
         if slots.size and slots.min() < 0:
             raise ValueError("Expected groups >= 0 (user slots 0 .. U - 1).")
+        self.slots, self.batch, self.device = slots, batch, device
         self.size = int(slots.max()) + 1 if slots.size else 0  # U
         self.counts = np.bincount(slots, minlength=self.size)  # n_u
-        order = np.argsort(slots, kind="stable")
-        position = np.empty_like(slots)
-        starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
-        position[order] = np.arange(batch) - np.repeat(starts, self.counts)
         self.longest = int(self.counts.max()) if slots.size else 0
         self.index = torch.as_tensor(slots, device=device)
-        self.position = torch.as_tensor(position, device=device)
         self.count_tensor = torch.as_tensor(self.counts, device=device)
-        # size classes: users of 2^(k-1) < n_u <= 2^k records together (at most MAX_CLASSES:
-        # each costs a few small operations), padded to the class's largest n_k: per class
-        # its users and the rows to take (B: a zero row), or a slice when the class's rows
-        # are already contiguous and unpadded (the loader's order)
-        level = np.ceil(np.log2(np.maximum(self.counts, 1))).astype(np.int64)
-        groups = [np.flatnonzero((level == k) & (self.counts > 0)) for k in np.unique(level)]
-        groups = [g for g in groups if len(g)]  # a slot without examples has a zero norm
-        while len(groups) > MAX_CLASSES:  # merge the adjacent pair whose padding costs least
-            cost = [
-                len(a) * (int(self.counts[b].max()) ** 2 - int(self.counts[a].max()) ** 2)
-                for a, b in itertools.pairwise(groups)
-            ]
-            i = int(np.argmin(cost))
-            groups[i : i + 2] = [np.concatenate(groups[i : i + 2])]
-        self.classes = []
-        for users in groups:
-            n = int(self.counts[users].max())
-            take = np.full((len(users), n), batch, dtype=np.int64)
-            row = np.full(self.size, -1, dtype=np.int64)
-            row[users] = np.arange(len(users))
-            examples = np.flatnonzero(row[slots] >= 0)
-            take[row[slots[examples]], position[examples]] = examples
-            take = take.reshape(-1)
-            if take.max() < batch and np.all(np.diff(take) == 1):  # no padding, in order
-                rows = slice(int(take[0]), int(take[-1]) + 1)  # a view, no copy
-            else:
-                rows = torch.as_tensor(take, device=device)
-            self.classes.append((torch.as_tensor(users, device=device), n, rows))
+        # per size v: the users of 1 .. v records, and their records (host, for the estimates)
+        per_size = np.bincount(self.counts, minlength=self.longest + 1)
+        per_size[0] = 0
+        self._users_upto = np.cumsum(per_size).tolist()
+        self._rows_upto = np.cumsum(per_size * np.arange(len(per_size))).tolist()
+        self._tilings: dict[tuple, Tiling] = {}
+        self._candidates: dict[tuple, list] | None = None
 
     def segment(self, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """(B, ...) -> (U, ...): the rows of each user summed, in ``dtype``."""
         out = torch.zeros((self.size, *value.shape[1:]), dtype=dtype, device=value.device)
         return out.index_add_(0, self.index, value.to(dtype))
 
-    def padded(self, value: torch.Tensor):
-        """Per size class: (its users, (U_k, n_k, ...) their rows zero-padded to n_k)."""
-        extended = None
-        for users, n, rows in self.classes:
-            if isinstance(rows, slice):
-                out = value[rows]
-            else:
-                if extended is None:  # one zero row appended, for the padding
-                    extended = torch.cat([value, value.new_zeros((1, *value.shape[1:]))])
-                out = extended[rows]
-            yield users, out.view(len(users), n, *value.shape[1:])
+    def expanded(self, k: int) -> Groups:
+        """The groups of (example, j) for j < k, example-major: slot u k + j."""
+        slots = (self.slots[:, None] * k + np.arange(k)[None, :]).reshape(-1)
+        return Groups(slots, self.batch * k, self.device)  # U k slots (empty users: norm 0)
 
-    def padded_cost(self, t: int) -> float:
-        """sum over size classes of U_k (n_k t)^2."""
-        return float(sum(len(users) * (n * t) ** 2 for users, n, _ in self.classes))
+    # -- tilings ---------------------------------------------------------------------------------
+    def _estimate(self, lo: int, hi: int, width: int) -> tuple[int, int]:
+        """(tiles, rows) of the users of lo < n_u <= hi in tiles of ``width`` (an estimate: the
+        packing's lower bound, at least one tile per user of more than width / 2)."""
+        users, rows = self._users_upto, self._rows_upto
+        if users[hi] == users[lo]:
+            return 0, 0
+        big = users[hi] - users[max(lo, width // 2)]
+        total = rows[hi] - rows[lo]
+        return max(math.ceil(total / width), big), total
+
+    def candidates(self) -> dict[tuple, list[tuple[int, int, bool]]]:
+        """Tilings to consider: widths -> per class (width, tiles, gathered); ``()`` is the
+        whole batch as one tile in its own order."""
+        if self._candidates is not None:
+            return self._candidates
+        self._candidates = out = {(): [(self.batch, 1, False)]}
+        top = self.longest
+        if top == 0:
+            return out
+        tiles, _ = self._estimate(0, top, top)
+        out[(top,)] = [(top, tiles, True)]
+        for w in (2**k for k in range((top - 1).bit_length())):  # the powers of 2 below top
+            small, big = self._estimate(0, w, w), self._estimate(w, top, top)
+            if small[0] and big[0]:
+                out[(w, top)] = [(w, small[0], True), (top, big[0], True)]
+        return out
+
+    def tiling(self, widths: tuple) -> Tiling:
+        """The users in tiles (module docstring), cached per ``widths``."""
+        if widths in self._tilings:
+            return self._tilings[widths]
+        if not widths:
+            batch = np.arange(self.batch)
+            classes = [_Class(self.batch, batch, self.slots, self.size, self.device)]
+            self._tilings[widths] = tiling = Tiling(classes)
+            return tiling
+        order = np.argsort(self.slots, kind="stable")  # examples user after user
+        starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
+        classes, lower = [], 0
+        for width in widths:
+            users = np.flatnonzero((self.counts > lower) & (self.counts <= width))
+            lower = width
+            if not len(users):
+                continue
+            users = users[np.argsort(-self.counts[users], kind="stable")]  # largest first
+            sizes = self.counts[users]
+            if 2 * int(sizes.min()) > width:  # no two users share a tile
+                tile, offset = np.arange(len(users)), np.zeros(len(users), dtype=np.int64)
+            else:
+                tile, offset = map(np.asarray, _pack(sizes.tolist(), width))
+            count = int(tile.max()) + 1
+            take = np.zeros(count * width, dtype=np.int64)
+            owner = np.full(count * width, self.size, dtype=np.int64)
+            # every example of these users: its place = tile * width + offset + rank in user
+            reps = np.repeat(np.arange(len(users)), sizes)
+            rank = np.arange(len(reps)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
+            place = tile[reps] * width + offset[reps] + rank
+            take[place] = order[starts[users][reps] + rank]
+            owner[place] = users[reps]
+            classes.append(_Class(width, take, owner, self.size, self.device))
+        self._tilings[widths] = tiling = Tiling(classes)
+        return tiling
+
+
+def tiling_cost(classes: list, t: int, width: int) -> float:
+    """Multiply-adds of the ghost pair sums over ``classes`` ((width, tiles, gathered) each)
+    for rows of ``t`` positions and ``width`` = D + p columns (both Grams)."""
+    mw, total = MEMORY_WEIGHT, 0.0
+    for w, tiles, gathered in classes:
+        rows = tiles * w * t
+        total += rows * w * t * (width + 3 * mw) + CLASS_COST
+        total += mw * rows * width if gathered else 0.0
+    return total
+
+
+def pair_sums(
+    a: torch.Tensor, g: torch.Tensor, tiling: Tiling, groups: Groups, ndt, bias: bool
+) -> torch.Tensor:
+    """sum over pairs (r, s) of rows of one user of (<a_r, a_s> [+ 1]) <g_r, g_s>, (U,) in
+    ``ndt``, from a (B, T, D) and g (B, T, p) (module docstring)."""
+    t = a.shape[1]
+    total = torch.zeros(groups.size + 1, dtype=ndt, device=g.device)  # + the padding's slot
+    for c in tiling.classes:
+        products = gram(c.take(a), ndt)
+        if bias:
+            products += 1.0
+        products *= gram(c.take(g), ndt)
+        if c.single:  # a tile is one user
+            total.index_add_(0, c.owners, products.sum((1, 2)))
+            continue
+        rows = torch.where(c.mask(t), products, 0.0).sum(2)  # (tiles, width T)
+        rows = rows.view(-1, t).sum(1) if t > 1 else rows.reshape(-1)
+        total.index_add_(0, c.users, rows)
+    return total[: groups.size].clamp_min(0)
 
 
 def _squared(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
     return torch.linalg.vector_norm(t.flatten(1), dim=1, dtype=dtype).square()
 
 
-#: multiply-adds that writing one tensor element costs, in the cost model (as the conv rule's)
-MEMORY_WEIGHT = 8
+def ghost_choice(groups: Groups, t: int, width: int) -> tuple[tuple, float]:
+    """(widths of the cheapest tiling, its cost) for rows of t positions, D + p = width."""
+    costs = {k: tiling_cost(v, t, width) for k, v in groups.candidates().items()}
+    best = min(costs, key=costs.__getitem__)
+    return best, costs[best]
 
 
-def _linear_costs(groups: Groups, b: int, t: int, d: int, p: int) -> dict[str, float]:
-    mw = MEMORY_WEIGHT
-    return {
-        "padded": groups.padded_cost(t) * (d + p + mw),  # per-user Grams, by size class
-        "masked": (b * t) ** 2 * (d + p + 2 * mw),  # Grams of the whole batch, user blocks kept
-        "materialised": b * t * p * d + mw * b * p * d,  # (B, p, D), summed by user
+def _linear_costs(groups: Groups, b: int, t: int, d: int, p: int) -> dict[Any, float]:
+    """Cost of each method: ``("tiles", widths)`` for every candidate tiling, "materialised"."""
+    costs: dict[Any, float] = {
+        ("tiles", k): tiling_cost(v, t, d + p + 1) for k, v in groups.candidates().items()
     }
+    costs["materialised"] = b * t * p * d + 2 * MEMORY_WEIGHT * b * p * d + 2 * CLASS_COST
+    return costs
 
 
 def _linear(rule, groups: Groups, ndt: torch.dtype) -> torch.Tensor:
-    total = torch.zeros(groups.size, dtype=ndt, device=rule.g.device)
-    if "weight" in rule.params:
-        b, t, d = rule.a.shape
-        costs = _linear_costs(groups, b, t, d, rule.g.shape[2])
-        method = min(costs, key=costs.__getitem__)
-        if method == "padded":
-            for (users, a), (_, g) in zip(
-                groups.padded(rule.a), groups.padded(rule.g), strict=True
-            ):
-                a, g = a.flatten(1, 2), g.flatten(1, 2)  # (U_k, n_k T, D), (U_k, n_k T, p)
-                total[users] += (gram(a, ndt) * gram(g, ndt)).sum((1, 2)).clamp_min(0)
-        elif method == "masked":  # sum over pairs of rows of one user of <a_r, a_s> <g_r, g_s>
-            token = groups.index.repeat_interleave(t)
-            a, g = rule.a.reshape(1, b * t, d), rule.g.reshape(1, b * t, -1)
-            pairs = (gram(a, ndt) * gram(g, ndt))[0]
-            pairs = torch.where(token[:, None] == token[None, :], pairs, 0.0).sum(1)
-            total += total.new_zeros(groups.size).index_add_(0, token, pairs).clamp_min(0)
-        else:
-            weight = torch.bmm(rule.g.transpose(1, 2), rule.a)  # (B, p, D)
-            total += _squared(groups.segment(weight, ndt), ndt)
-    if "bias" in rule.params:
+    weight, bias = "weight" in rule.params, "bias" in rule.params
+    if not weight:
+        rule._bias = rule.g.sum(1, dtype=ndt)  # reused by the rule's sum
+        return _squared(groups.segment(rule._bias, ndt), ndt)
+    b, t, d = rule.a.shape
+    costs = _linear_costs(groups, b, t, d, rule.g.shape[2])
+    method = min(costs, key=costs.__getitem__)
+    if method != "materialised":
+        return pair_sums(rule.a, rule.g, groups.tiling(method[1]), groups, ndt, bias)
+    if t == 1:  # outer products (a bmm with an inner dimension of 1 is far slower)
+        weight = rule.g.transpose(1, 2) * rule.a  # (B, p, D)
+    else:
+        weight = torch.bmm(rule.g.transpose(1, 2), rule.a)
+    total = _squared(groups.segment(weight, ndt), ndt)
+    if bias:
         rule._bias = rule.g.sum(1, dtype=ndt)  # reused by the rule's sum
         total += _squared(groups.segment(rule._bias, ndt), ndt)
     return total
@@ -187,12 +331,16 @@ def _embedding(rule, groups: Groups, ndt: torch.dtype) -> torch.Tensor:
 
 def group_squared_norms(rule, groups: Groups, ndt: torch.dtype) -> torch.Tensor:
     """||W_u||^2 over the rule's parameters, (U,) in ``ndt`` (see the module)."""
+    from privopt.torch._conv import ConvRule
     from privopt.torch._layers import _Embedding, _Linear
+    from privopt.torch._user_conv import conv_group_norms
 
     if isinstance(rule, _Linear):
         return _linear(rule, groups, ndt)
     if isinstance(rule, _Embedding):
         return _embedding(rule, groups, ndt)
+    if isinstance(rule, ConvRule):
+        return conv_group_norms(rule, groups, ndt)
     total = torch.zeros(groups.size, dtype=ndt, device=groups.index.device)
     for value in per_example(rule).values():
         total += _squared(groups.segment(value, norm_dtype(value.dtype)), ndt)
