@@ -185,3 +185,18 @@ def test_coarse_radius_is_capped_at_radius_cap_sqrt_d():
     X = rng.normal(size=(20_000, 4))
     bounds = _coarse(X, y)
     assert 1.0 * 2.0 < bounds.x_radius < RADIUS_CAP * 2.0
+
+
+def test_coarse_radius_level_floor_is_lower_than_the_full_bounds():
+    """At a small budget the coarse row radius is the COARSE_ROW_LEVEL_FLOOR quantile (the
+    full bounds stop at ROW_LEVEL_FLOOR), so its release keeps more ranks of margin."""
+    from privopt.releases.coarse_bounds import COARSE_ROW_LEVEL_FLOOR
+    from privopt.releases.quantile_bounds import ROW_LEVEL_FLOOR, row_level
+
+    assert row_level(5_000, 0.0085) == ROW_LEVEL_FLOOR
+    assert row_level(5_000, 0.0085, floor=COARSE_ROW_LEVEL_FLOOR) == COARSE_ROW_LEVEL_FLOOR
+    rng = np.random.default_rng(0)
+    X, y = rng.normal(size=(5_000, 4)), rng.normal(size=5_000)
+    ledger = PrivacyLedger("zero-out")
+    coarse_quantile_bounds(X, y, np.arange(5_000), mu=0.02, rng=rng, ledger=ledger)
+    assert any("(0.8-quantile)" in e.label for e in ledger.events)

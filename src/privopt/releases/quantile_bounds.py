@@ -138,12 +138,12 @@ def release_budgets(
     return (math.sqrt(rest / others) if others else 0.0), mu_target, mu_radius
 
 
-def row_level(m: int, mu_radius: float) -> float:
+def row_level(m: int, mu_radius: float, floor: float = ROW_LEVEL_FLOOR) -> float:
     """Level of the private row-norm radius on m rows at budget mu_radius: ROW_LEVEL, or lower
-    (down to ROW_LEVEL_FLOOR) so that its release keeps ROW_MARGIN_RANKS / epsilon ranks of
+    (down to ``floor``) so that its release keeps ROW_MARGIN_RANKS / epsilon ranks of
     margin, ``(1 - level) m epsilon >= ROW_MARGIN_RANKS`` (public)."""
     level = 1.0 - ROW_MARGIN_RANKS / (m * bounded_range_epsilon(mu_radius))
-    return min(max(level, ROW_LEVEL_FLOOR), ROW_LEVEL)
+    return min(max(level, floor), ROW_LEVEL)
 
 
 def symmetric_if_failed(
