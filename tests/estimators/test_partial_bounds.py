@@ -39,6 +39,7 @@ def test_partial_bounds_release_only_the_other_columns():
     assert "features [2, 3, 4]" in assumptions and "public ranges" in assumptions
     assert model.privacy_report_.epsilon <= 1.0
     assert "known range" in model.fit_info_["bounds"]
+    assert model.fit_info_["known_ranges"].startswith("features [2, 3, 4] public")
 
 
 def test_dict_names_a_subset_of_dataframe_columns():
@@ -71,7 +72,7 @@ def test_complete_bounds_keep_the_public_path():
     b = DPLinearRegression(epsilon=1.0, feature_bounds=[tuple(r) for r in ranges],
                            target_bounds=(-1, 1), random_state=3).fit(X, y)  # fmt: skip
     np.testing.assert_array_equal(a.coef_, b.coef_)
-    assert a.fit_info_["bounds"].startswith("public")
+    assert a.fit_info_["bounds"].startswith("public") and "known_ranges" not in a.fit_info_
 
 
 @pytest.mark.parametrize(
@@ -110,6 +111,9 @@ def test_screen_finds_the_one_hot_columns_without_bounds():
     assert not any(f"feature {j}" in " ".join(labels) for j in (2, 3, 4))
     assert "known range" in model.fit_info_["bounds"]
     assert "|y| <= 1," in model.fit_info_["bounds"] + ","
+    assert (
+        model.fit_info_["known_ranges"] == "features [2, 3, 4] found in [0, 1]; the target screened"
+    )
 
 
 def _adult(rows, columns, seed):

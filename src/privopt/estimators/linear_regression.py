@@ -97,7 +97,11 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
 
     Every release derived from the training data is recorded in a privacy ledger; the report is
     ``privacy_report_``. With only ``epsilon`` and ``delta`` given, nothing private is assumed
-    known: every feature's and the target's centre and scale are private central quantiles
+    known: a private count vector first finds the columns that lie in [0, 1] (one-hot,
+    indicator and min-max scaled features; a {-1, 1} or [0, 1] target), which take that range
+    as their box (:mod:`privopt.releases.known_columns`: 10% of the bounds' mu^2 taken from the
+    method, skipped when too noisy; a quantile of a 0/1 column sits on an atom and fails); every
+    other feature's and the target's centre and scale are private central quantiles
     chosen by the exponential mechanism over a data-independent grid, widened for heavy tails
     and atoms by private outer extents and clip counts (a feature whose box would still clip
     too many rows is dropped), and the row radius a private 97% quantile of the standardised
@@ -173,9 +177,14 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         method: one of the above.
         fit_intercept: learn an intercept (as the coefficient of a constant column).
         feature_bounds: public per-feature ranges, a (low, high) pair for all features or a
-            (n_features, 2) array. Given together with ``target_bounds``, no rows are spent on
-            private preprocessing. Values outside are clipped.
-        target_bounds: public (low, high) range of the target.
+            (n_features, 2) array, or a dict by DataFrame column name. Given for every feature
+            together with ``target_bounds``, no rows are spent on private preprocessing. Partial
+            bounds are accepted: None or (nan, nan) entries, or a dict naming some columns
+            (e.g. the 0/1 columns of a one-hot encoding, public by construction); the other
+            columns' bounds (and the target's, without ``target_bounds``) are then released
+            privately, on fewer releases (:mod:`privopt.estimators._partial_bounds`), and the
+            report names the public columns. Values outside are clipped.
+        target_bounds: public (low, high) range of the target (may be given alone).
         preprocess_fraction: lower bound on the preprocessing's share: of mu^2 for the
             sequential methods (at most MAX_PREPROCESS_SHARE), of the rows for the others; in
             (0, 0.5).
@@ -203,7 +212,8 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     budget is not in GDP), ``privacy_report_`` (a
     :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes and
     keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_`` (configuration
-    used), ``n_features_in_``.
+    used; ``known_ranges`` names the columns whose ranges were public or found in [0, 1]),
+    ``n_features_in_``.
     """
 
     #: noisy Newton's gradient clip is a private quantile: it scales its events' sensitivity
@@ -335,6 +345,9 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}
+        known = self.__dict__.pop("_known_ranges", "none")
+        if known != "none":  # which columns' ranges were public or found in [0, 1]
+            self.fit_info_["known_ranges"] = known
         self.fit_info_.update(private_r2=self.private_r2_, private_r2_se=r2_se)
         return self
 
@@ -369,6 +382,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
                 rng.random(min(_UNIFORM_BLOCK, n - start))
             return bounds, mu, none
         known = bounds if bounds is not None else KnownColumns.none(d)
+        self._known_ranges = known.describe()
         if method in SEQUENTIAL:
             # private quantiles on a secret subset, sharing the rows (and the budget, in exact
             # GDP) with the method: mu^2 = mu_pre^2 + mu_main^2
@@ -383,6 +397,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
                 coarse, bounds_share = known_plan(self, m, known, mu, share)
             else:
                 bounds_share = share
+            self._known_ranges = known.describe()
             bounds = self._private_bounds(
                 coarse, Xs, ys, mu * math.sqrt(bounds_share), rng, ledger, None, known
             )
@@ -392,6 +407,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         excluded = self._quantile_slice(n, d, mu, rng)
         Xs, ys = take(excluded)
         known, screen = self._screen(Xs, ys, excluded.size, known, mu, rng, ledger, "preprocess")
+        self._known_ranges = known.describe()
         bounds = self._private_bounds(
             False, Xs, ys, mu * math.sqrt(1.0 - screen), rng, ledger, "preprocess", known
         )
