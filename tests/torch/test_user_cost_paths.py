@@ -288,23 +288,25 @@ def test_every_tiling_lays_out_each_example_once_with_its_whole_user(layout):
     groups = Groups(users, B, torch.device("cpu"))
     assert groups.candidates(), layout
     for widths in groups.candidates():
-        seen = []
-        for c in groups.tiling(widths).classes:
-            rows = np.arange(B)[c.rows] if isinstance(c.rows, slice) else c.rows.numpy()
-            owner = c.users.numpy()
-            real = owner < groups.size
-            assert len(rows) == c.tiles * c.width
-            assert np.array_equal(users[rows[real]], owner[real])  # each row's user
-            per_tile = owner.reshape(c.tiles, c.width)
-            for u in np.unique(owner[real]):  # a user lies in one tile, whole
-                tiles = np.flatnonzero((per_tile == u).any(1))
-                assert len(tiles) == 1 and (per_tile == u).sum() == (users == u).sum()
-            seen.extend(rows[real].tolist())
-        assert sorted(seen) == list(range(B)), widths
+        tiling = groups.tiling(widths)
+        rows = tiling.take(torch.arange(B)[:, None, None]).reshape(-1).numpy()
+        owner = tiling.users.numpy()
+        real = owner < groups.size
+        assert np.array_equal(users[rows[real]], owner[real])  # each row's user
+        assert sorted(rows[real].tolist()) == list(range(B)), widths  # each example once
+        assert sum(c.tiles * c.width for c in tiling.classes) == len(rows)
+        for c in tiling.classes:
+            per_tile = owner[c.start : c.start + c.tiles * c.width].reshape(c.tiles, c.width)
+            for u in np.unique(per_tile[per_tile < groups.size]):  # a user: in one tile, whole
+                assert (per_tile == u).any(1).sum() == 1
+                assert (per_tile == u).sum() == (users == u).sum()
+            if c.single:  # no mask: one user a tile, no padding
+                assert (per_tile == per_tile[:, :1]).all() and (per_tile < groups.size).all()
     if layout == "equal":  # users of 4 in batch order: a view, one user a tile, no mask
         groups = Groups(users[:16], 16, torch.device("cpu"))
-        (c,) = groups.tiling((4,)).classes
-        assert isinstance(c.rows, slice) and c.single and c.tiles == 4
+        tiling = groups.tiling((4,))
+        (c,) = tiling.classes
+        assert isinstance(tiling.rows, slice) and c.single and c.tiles == 4
 
 
 def test_float32_user_norms_match_float64_within_float32_rounding():

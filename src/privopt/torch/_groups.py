@@ -71,48 +71,47 @@ CLASS_COST = 4e5
 
 
 class _Class:
-    """One class of tiles: ``tiles`` tiles of ``width`` examples; ``rows``: the batch rows to
-    take (a slice when already contiguous, else an index tensor, padding -> row 0), ``users``:
-    each taken row's user slot (padding: the spare slot U), ``single``: one user per tile, no
-    padding (no mask needed), ``owners`` then each tile's user."""
+    """One class of tiles: ``tiles`` tiles of ``width`` examples, rows ``start`` .. of the
+    tiling's gathered rows; ``single``: one user a tile and no padding (no mask needed)."""
 
-    def __init__(self, width: int, take: np.ndarray, users: np.ndarray, size: int, device):
-        self.width, self.tiles = width, len(take) // width
-        real = int(users.max()) < size  # no padding
-        first = users[::width]
-        self.single = real and bool((users.reshape(self.tiles, width) == first[:, None]).all())
+    def __init__(self, width: int, tiles: int, start: int, owner: np.ndarray, size: int):
+        self.width, self.tiles, self.start = width, tiles, start
+        per_tile = owner.reshape(tiles, width)
+        self.single = bool((per_tile == per_tile[:, :1]).all()) and int(owner.max()) < size
+        self._owner = per_tile
+        self._masks: dict[int, torch.Tensor] = {}
+
+    def off_user(self, t: int, device) -> torch.Tensor:
+        """(tiles, width T, width T): True for the pairs of rows of different users (or
+        padding), whose products are dropped."""
+        if t not in self._masks:
+            u = np.repeat(self._owner, t, axis=1) if t > 1 else self._owner
+            self._masks[t] = torch.as_tensor(u[:, :, None] != u[:, None, :], device=device)
+        return self._masks[t]
+
+
+class Tiling:
+    """The users of a batch laid out in tiles (module docstring), built by
+    :meth:`Groups.tiling`: ``classes`` of :class:`_Class`, whose rows are gathered together
+    (``rows``: a slice when already contiguous in the batch, else an index tensor; padding rows
+    take row 0) and ``users``: each gathered row's user slot (padding: the spare slot U)."""
+
+    def __init__(self, classes: list[_Class], take: np.ndarray, owner: np.ndarray, groups):
+        self.classes = classes
+        real = int(owner.max()) < groups.size  # no padding
         if real and int(take[-1]) - int(take[0]) == len(take) - 1 and _increasing(take):
             self.rows: Any = slice(int(take[0]), int(take[-1]) + 1)  # a view, no copy
         else:
-            self.rows = torch.as_tensor(take, device=device)
-        self.users = torch.as_tensor(users, device=device)
-        self.owners = torch.as_tensor(first, device=device) if self.single else None
-        self._masks: dict[int, torch.Tensor] = {}
+            self.rows = torch.as_tensor(take, device=groups.device)
+        self.users = torch.as_tensor(owner, device=groups.device)
 
     def take(self, value: torch.Tensor) -> torch.Tensor:
-        """(B, T, k) -> (tiles, width T, k)."""
-        out = value[self.rows] if isinstance(self.rows, slice) else value.index_select(0, self.rows)
-        return out.reshape(self.tiles, -1, value.shape[-1])
-
-    def mask(self, t: int) -> torch.Tensor:
-        """(tiles, width T, width T): the pairs of rows of one (real) user."""
-        if t not in self._masks:
-            u = self.users.view(self.tiles, self.width)
-            u = u.repeat_interleave(t, dim=1) if t > 1 else u
-            self._masks[t] = u[:, :, None] == u[:, None, :]
-        return self._masks[t]
+        """(B, T, k) -> (rows, T, k)."""
+        return value[self.rows] if isinstance(self.rows, slice) else value.index_select(0, self.rows)
 
 
 def _increasing(take: np.ndarray) -> bool:
     return bool((take[1:] > take[:-1]).all())
-
-
-class Tiling:
-    """The users of a batch laid out in tiles (module docstring): ``classes`` of
-    :class:`_Class`; built by :meth:`Groups.tiling`."""
-
-    def __init__(self, classes: list[_Class]) -> None:
-        self.classes = classes
 
 
 def _pack(sizes: list[int], width: int) -> tuple[list[int], list[int]]:
@@ -154,11 +153,8 @@ class Groups:
         self.longest = int(self.counts.max()) if slots.size else 0
         self.index = torch.as_tensor(slots, device=device)
         self.count_tensor = torch.as_tensor(self.counts, device=device)
-        # per size v: the users of 1 .. v records, and their records (host, for the estimates)
-        per_size = np.bincount(self.counts, minlength=self.longest + 1)
-        per_size[0] = 0
-        self._users_upto = np.cumsum(per_size).tolist()
-        self._rows_upto = np.cumsum(per_size * np.arange(len(per_size))).tolist()
+        self._users_upto: list[int] = []  # per size v: the users of 1 .. v records
+        self._rows_upto: list[int] = []  # and their records (host, for the estimates)
         self._tilings: dict[tuple, Tiling] = {}
         self._candidates: dict[tuple, list] | None = None
 
@@ -188,6 +184,10 @@ class Groups:
         whole batch as one tile in its own order."""
         if self._candidates is not None:
             return self._candidates
+        per_size = np.bincount(self.counts, minlength=self.longest + 1)
+        per_size[0] = 0
+        self._users_upto = np.cumsum(per_size).tolist()
+        self._rows_upto = np.cumsum(per_size * np.arange(len(per_size))).tolist()
         self._candidates = out = {(): [(self.batch, 1, False)]}
         top = self.longest
         if top == 0:
@@ -205,35 +205,41 @@ class Groups:
         if widths in self._tilings:
             return self._tilings[widths]
         if not widths:
-            batch = np.arange(self.batch)
-            classes = [_Class(self.batch, batch, self.slots, self.size, self.device)]
-            self._tilings[widths] = tiling = Tiling(classes)
+            whole = _Class(self.batch, 1, 0, self.slots, self.size)
+            tiling = Tiling([whole], np.arange(self.batch), self.slots, self)
+            self._tilings[widths] = tiling
             return tiling
         order = np.argsort(self.slots, kind="stable")  # examples user after user
-        starts = np.concatenate([[0], np.cumsum(self.counts)[:-1]]).astype(np.int64)
-        classes, lower = [], 0
+        ends = np.cumsum(self.counts)
+        classes, takes, owners, lower, start = [], [], [], 0, 0
         for width in widths:
             users = np.flatnonzero((self.counts > lower) & (self.counts <= width))
             lower = width
             if not len(users):
                 continue
-            users = users[np.argsort(-self.counts[users], kind="stable")]  # largest first
             sizes = self.counts[users]
-            if 2 * int(sizes.min()) > width:  # no two users share a tile
+            if 2 * int(sizes.min()) > width:  # no two users share a tile: one a tile, in order
                 tile, offset = np.arange(len(users)), np.zeros(len(users), dtype=np.int64)
             else:
+                users = users[np.argsort(-sizes, kind="stable")]  # largest first
+                sizes = self.counts[users]
                 tile, offset = map(np.asarray, _pack(sizes.tolist(), width))
             count = int(tile.max()) + 1
             take = np.zeros(count * width, dtype=np.int64)
             owner = np.full(count * width, self.size, dtype=np.int64)
             # every example of these users: its place = tile * width + offset + rank in user
             reps = np.repeat(np.arange(len(users)), sizes)
-            rank = np.arange(len(reps)) - np.repeat(np.cumsum(sizes) - sizes, sizes)
-            place = tile[reps] * width + offset[reps] + rank
-            take[place] = order[starts[users][reps] + rank]
+            first = np.cumsum(sizes) - sizes
+            rank = np.arange(len(reps)) - first[reps]
+            place = (tile * width + offset)[reps] + rank
+            take[place] = order[(ends[users] - sizes)[reps] + rank]
             owner[place] = users[reps]
-            classes.append(_Class(width, take, owner, self.size, self.device))
-        self._tilings[widths] = tiling = Tiling(classes)
+            classes.append(_Class(width, count, start, owner, self.size))
+            takes.append(take)
+            owners.append(owner)
+            start += len(take)
+        tiling = Tiling(classes, np.concatenate(takes), np.concatenate(owners), self)
+        self._tilings[widths] = tiling
         return tiling
 
 
@@ -248,25 +254,31 @@ def tiling_cost(classes: list, t: int, width: int) -> float:
     return total
 
 
+def _gram(x: torch.Tensor, ndt: torch.dtype) -> torch.Tensor:
+    """x x^T per batch entry; :func:`privopt.torch._rule.gram` unless x is already ``ndt``."""
+    return torch.bmm(x, x.transpose(1, 2)) if x.dtype == ndt else gram(x, ndt)
+
+
 def pair_sums(
     a: torch.Tensor, g: torch.Tensor, tiling: Tiling, groups: Groups, ndt, bias: bool
 ) -> torch.Tensor:
     """sum over pairs (r, s) of rows of one user of (<a_r, a_s> [+ 1]) <g_r, g_s>, (U,) in
     ``ndt``, from a (B, T, D) and g (B, T, p) (module docstring)."""
     t = a.shape[1]
-    total = torch.zeros(groups.size + 1, dtype=ndt, device=g.device)  # + the padding's slot
+    a, g = tiling.take(a), tiling.take(g)  # (rows, T, D), (rows, T, p): one gather each
+    per_row = torch.empty(a.shape[0] * t, dtype=ndt, device=g.device)
     for c in tiling.classes:
-        products = gram(c.take(a), ndt)
+        rows = slice(c.start, c.start + c.tiles * c.width)
+        products = _gram(a[rows].reshape(c.tiles, -1, a.shape[2]), ndt)
         if bias:
             products += 1.0
-        products *= gram(c.take(g), ndt)
-        if c.single:  # a tile is one user
-            total.index_add_(0, c.owners, products.sum((1, 2)))
-            continue
-        rows = torch.where(c.mask(t), products, 0.0).sum(2)  # (tiles, width T)
-        rows = rows.view(-1, t).sum(1) if t > 1 else rows.reshape(-1)
-        total.index_add_(0, c.users, rows)
-    return total[: groups.size].clamp_min(0)
+        products *= _gram(g[rows].reshape(c.tiles, -1, g.shape[2]), ndt)
+        if not c.single:  # the pairs of rows of one user only (a select: no 0 * inf)
+            products.masked_fill_(c.off_user(t, g.device), 0.0)
+        torch.sum(products, 2, out=per_row[rows.start * t : rows.stop * t].view(c.tiles, -1))
+    per_row = per_row.view(-1, t).sum(1) if t > 1 else per_row
+    total = torch.zeros(groups.size + 1, dtype=ndt, device=g.device)  # + the padding's slot
+    return total.index_add_(0, tiling.users, per_row)[: groups.size].clamp_min(0)
 
 
 def _squared(t: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
