@@ -307,6 +307,10 @@ def test_every_tiling_lays_out_each_example_once_with_its_whole_user(layout):
         tiling = groups.tiling((4,))
         (c,) = tiling.classes
         assert isinstance(tiling.rows, slice) and c.single and c.tiles == 4
+    if layout == "singletons":  # a large user first, then single records: two views
+        groups = Groups(np.concatenate([[0, 0, 0], users[3:] - 2]), B, torch.device("cpu"))
+        tiling = groups.tiling((1, 3))
+        assert isinstance(tiling.rows, slice) and all(c.single for c in tiling.classes)
 
 
 def test_float32_user_norms_match_float64_within_float32_rounding():

@@ -11,21 +11,23 @@ is contracted by each rule's own per-example machinery (:meth:`LayerRule.clipped
 example factors c_{u(i)}: only the norms ||W_u|| need per-user work.
 
 **Ghost norms per user.** For a layer whose per-example gradient is W_i = sum_t g_it a_it^T
-(Linear over T positions; a convolution with a_it the unfolded input patches, Bu, Mullins,
-Gong & Wang 2022, "Scalable and Efficient Training of Large Convolutional Neural Networks with
-Differential Privacy", arXiv:2205.10683, sec. 3), with rows r = (i, t),
+(Linear over T positions; a convolution with a_it the unfolded input patches: Bu, Mao & Xu
+2022, "Scalable and Efficient Training of Large Convolutional Neural Networks with Differential
+Privacy", arXiv:2205.10683, its ghost norm of a convolution), with rows r = (i, t),
 
     ||W_u||^2 + ||b_u||^2 = sum_{r, s of user u} (<a_r, a_s> + 1) <g_r, g_s>
 
 (b_u the bias gradient sum_r g_r: the "+ 1" is a constant input column; Li, Tramer, Liang &
 Hashimoto 2021, arXiv:2110.05679, sec. 4, for one example). Only the pairs of rows of one user
 are needed, a block-diagonal Gram. :class:`Tiling` lays the users out in *tiles* of width L
-examples (several small users share a tile; ``where(same user)`` keeps the block diagonal, so
-a non-finite row of one user never reaches another's norm): one gather of the rows (none when
-the tiles are already contiguous in the batch), one batched Gram per side, one masked
-reduction and one ``index_add`` per class of tiles. A tiling has one or two classes (users of
-at most w records in tiles of width w, larger users in tiles of the largest user's size), or is
-the whole batch as one tile in its own order (no gather: the "masked" Grams of the batch).
+examples (several small users share a tile; the products of rows of different users are
+*selected* away, not multiplied by zero, so a non-finite row of one user never reaches another's
+norm): one gather of the rows per layer (none when the tiles are already runs of the batch),
+one batched Gram per side and class, one masked row sum per class, one ``index_add``. A tiling
+has one or two classes (users of at most w records in tiles of width w, larger users in tiles
+of the largest user's size; each tile opens with the largest user left and is filled with the
+smallest), or is the whole batch as one tile in its own order (no gather: the "masked" Grams of
+the batch).
 
 ====================  ==============================================================  ==========
 rule                  ||W_u||^2 by                                                     cost
@@ -49,7 +51,8 @@ choice reads the tensors' shapes and the batch's user sizes, never a data value;
 only the order of the floating-point sums and the step's time, and are never released. All
 methods are exact (the same sums in another order): tests compare each with a float64 loop over
 users. A rule without per-example gradients (none today) is refused naming the layer. The user
-index of each example is host data (the loader built it), so nothing here synchronises.
+index of each example is host data (the loader built it): the tilings are built on the host and
+copied to a CUDA device through pinned memory without waiting for it; nothing is read back.
 """
 
 from __future__ import annotations
@@ -70,6 +73,17 @@ MEMORY_WEIGHT = 8
 CLASS_COST = 4e5
 
 
+def _device(array: np.ndarray, device) -> torch.Tensor:
+    """A host array on ``device``. On CUDA through pinned memory with a non-blocking copy: a
+    copy from pageable memory would make the host wait for the queued backward (PyTorch's
+    caching host allocator keeps the pinned block until the copy is done)."""
+    t = torch.from_numpy(np.ascontiguousarray(array))
+    device = torch.device(device)
+    if device.type == "cuda":
+        return t.pin_memory().to(device, non_blocking=True)
+    return t if device.type == "cpu" else t.to(device)
+
+
 class _Class:
     """One class of tiles: ``tiles`` tiles of ``width`` examples, rows ``start`` .. of the
     tiling's gathered rows; ``single``: one user a tile and no padding (no mask needed)."""
@@ -86,7 +100,7 @@ class _Class:
         padding), whose products are dropped."""
         if t not in self._masks:
             u = np.repeat(self._owner, t, axis=1) if t > 1 else self._owner
-            self._masks[t] = torch.as_tensor(u[:, :, None] != u[:, None, :], device=device)
+            self._masks[t] = _device(u[:, :, None] != u[:, None, :], device)
         return self._masks[t]
 
 
@@ -102,12 +116,13 @@ class Tiling:
         if real and int(take[-1]) - int(take[0]) == len(take) - 1 and _increasing(take):
             self.rows: Any = slice(int(take[0]), int(take[-1]) + 1)  # a view, no copy
         else:
-            self.rows = torch.as_tensor(take, device=groups.device)
-        self.users = torch.as_tensor(owner, device=groups.device)
+            self.rows = _device(take, groups.device)
+        self.users = _device(owner, groups.device)
 
     def take(self, value: torch.Tensor) -> torch.Tensor:
         """(B, T, k) -> (rows, T, k)."""
-        return value[self.rows] if isinstance(self.rows, slice) else value.index_select(0, self.rows)
+        rows = self.rows
+        return value[rows] if isinstance(rows, slice) else value.index_select(0, rows)
 
 
 def _increasing(take: np.ndarray) -> bool:
@@ -151,8 +166,8 @@ class Groups:
         self.size = int(slots.max()) + 1 if slots.size else 0  # U
         self.counts = np.bincount(slots, minlength=self.size)  # n_u
         self.longest = int(self.counts.max()) if slots.size else 0
-        self.index = torch.as_tensor(slots, device=device)
-        self.count_tensor = torch.as_tensor(self.counts, device=device)
+        self.index = _device(slots, device)
+        self.count_tensor = _device(self.counts, device)
         self._users_upto: list[int] = []  # per size v: the users of 1 .. v records
         self._rows_upto: list[int] = []  # and their records (host, for the estimates)
         self._tilings: dict[tuple, Tiling] = {}
@@ -212,7 +227,7 @@ class Groups:
         order = np.argsort(self.slots, kind="stable")  # examples user after user
         ends = np.cumsum(self.counts)
         classes, takes, owners, lower, start = [], [], [], 0, 0
-        for width in widths:
+        for width in widths:  # the users of lower < n_u <= width
             users = np.flatnonzero((self.counts > lower) & (self.counts <= width))
             lower = width
             if not len(users):
@@ -234,10 +249,15 @@ class Groups:
             place = (tile * width + offset)[reps] + rank
             take[place] = order[(ends[users] - sizes)[reps] + rank]
             owner[place] = users[reps]
-            classes.append(_Class(width, count, start, owner, self.size))
+            classes.append(_Class(width, count, 0, owner, self.size))
             takes.append(take)
             owners.append(owner)
-            start += len(take)
+        # classes in the order of their first rows: a batch whose classes are runs of rows
+        # (a large user, then single records) needs no gather
+        ranks = np.argsort([int(t[0]) for t in takes], kind="stable")
+        classes, takes, owners = ([x[i] for i in ranks] for x in (classes, takes, owners))
+        for c, take in zip(classes, takes, strict=True):
+            c.start, start = start, start + len(take)
         tiling = Tiling(classes, np.concatenate(takes), np.concatenate(owners), self)
         self._tilings[widths] = tiling
         return tiling

@@ -7,9 +7,9 @@ layer's over the rows r = (i, t) of its examples, and
 
     ||W_u||^2 + ||b_u||^2 = sum_{r, s of user u} (<U_r, U_s> + 1) <g_r, g_s>,
 
-the user analogue of the ghost norm of Bu, Mullins, Gong & Wang 2022, "Scalable and Efficient
-Training of Large Convolutional Neural Networks with Differential Privacy" (arXiv:2205.10683,
-sec. 3), computed over tiles of users by :func:`privopt.torch._groups.pair_sums` on the unfolded
+the user analogue of the convolution ghost norm of Bu, Mao & Xu 2022, "Scalable and Efficient
+Training of Large Convolutional Neural Networks with Differential Privacy" (arXiv:2205.10683),
+computed over tiles of users by :func:`privopt.torch._groups.pair_sums` on the unfolded
 input (one strided copy, :meth:`ConvRule._unfold`); with G > 1 groups the rows of group j of
 user u form their own "user" (u, j) and the G norms are added. Or the rule's materialised
 per-example gradients (``mat_shift`` / ``mat_unfold``) summed by user; they are kept on the rule,
