@@ -102,7 +102,7 @@ def test_dict_with_an_unknown_column_is_named():
 
 
 def test_screen_finds_the_one_hot_columns_without_bounds():
-    """No bounds at all: the unit-range screen gives the one-hot columns and the {-1, 1}
+    """No bounds at all: the binary-column screen gives the one-hot columns and the {-1, 1}
     target their ranges (boxes of 1, target radius 1), one screen event in the ledger."""
     X, y = _one_hot()
     model = DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
@@ -112,7 +112,8 @@ def test_screen_finds_the_one_hot_columns_without_bounds():
     assert "known range" in model.fit_info_["bounds"]
     assert "|y| <= 1," in model.fit_info_["bounds"] + ","
     assert (
-        model.fit_info_["known_ranges"] == "features [2, 3, 4] found in [0, 1]; the target screened"
+        model.fit_info_["known_ranges"]
+        == "features [2, 3, 4] found binary; the target found binary"
     )
 
 

@@ -1,4 +1,4 @@
-"""Known column ranges in the private bounds: the unit-range screen and the releases it saves
+"""Known column ranges in the private bounds: the binary-column screen and the releases it saves
 (issue 31: one-hot tables)."""
 
 from __future__ import annotations
@@ -14,9 +14,9 @@ from privopt.releases.known_columns import (
     SCREEN_LIMIT,
     SCREEN_STDS,
     KnownColumns,
+    screen_binary_columns,
     screen_runs,
     screen_std,
-    screen_unit_columns,
 )
 from privopt.releases.quantile_bounds import private_quantile_bounds, release_budgets
 
@@ -36,19 +36,20 @@ def _table(m=20_000, seed=0):
     return X, y
 
 
-def test_screen_finds_unit_columns_float64_reference():
-    """At a large mu the noisy counts are the exact counts: the columns in [0, 1] (and the
-    {-1, 1} target) are found, the normal column and the one with 3% of rows at 2 are not
-    (3% > SCREEN_LIMIT); one Gaussian event of sensitivity sqrt(d + 2)."""
+def test_screen_finds_binary_columns_float64_reference():
+    """At a large mu the noisy counts are the exact counts: the 0/1 columns (and the {-1, 1}
+    target) are found; the normal column, the [0, 1] column with an atom at 0 and the 0/1 one
+    with 3% of rows at 2 (3% > SCREEN_LIMIT) are not; one Gaussian event of sensitivity
+    sqrt(d + 2)."""
     X, y = _table()
     ledger = PrivacyLedger("zero-out")
-    known = screen_unit_columns(
+    known = screen_binary_columns(
         X, y, np.arange(len(y)), known=KnownColumns.none(5), mu=1e6,
         rng=np.random.default_rng(1), ledger=ledger,
     )  # fmt: skip
-    exact = [np.count_nonzero((X[:, j] < 0) | (X[:, j] > 1)) for j in range(5)]
-    assert [c <= SCREEN_LIMIT * len(y) for c in exact] == [False, True, True, True, False]
-    np.testing.assert_array_equal(known.mask, [False, True, True, True, False])
+    exact = [np.count_nonzero((X[:, j] != 0) & (X[:, j] != 1)) for j in range(5)]
+    assert [c <= SCREEN_LIMIT * len(y) for c in exact] == [False, True, True, False, False]
+    np.testing.assert_array_equal(known.mask, [False, True, True, False, False])
     np.testing.assert_array_equal(known.low[known.mask], 0.0)
     np.testing.assert_array_equal(known.high[known.mask], 1.0)
     assert known.target == (-1.0, 1.0) and not known.target_public
@@ -65,7 +66,7 @@ def test_screen_skipped_when_too_noisy():
     mu = SCREEN_STDS * math.sqrt(7.0) / (0.1 * 2_000) * 0.99  # just below the threshold
     assert SCREEN_STDS * screen_std(7, mu) > 0.1 * 2_000
     assert not screen_runs(KnownColumns.none(5), 2_000, mu)
-    known = screen_unit_columns(
+    known = screen_binary_columns(
         X, y, np.arange(2_000), known=KnownColumns.none(5), mu=mu,
         rng=np.random.default_rng(0), ledger=ledger,
     )  # fmt: skip
@@ -82,14 +83,14 @@ def test_screen_counts_only_unknown_columns():
         True,
     )
     ledger = PrivacyLedger("zero-out")
-    known = screen_unit_columns(
+    known = screen_binary_columns(
         X, y, np.arange(len(y)), known=public, mu=1e6, rng=np.random.default_rng(1),
         ledger=ledger,
     )  # fmt: skip
     (event,) = ledger.events
     assert math.isclose(event.sensitivity, 2.0)  # the four unknown features only
     np.testing.assert_array_equal(known.public, public.public)
-    np.testing.assert_array_equal(known.screened, [False, True, True, True, False])
+    np.testing.assert_array_equal(known.screened, [False, True, True, False, False])
 
 
 @pytest.mark.parametrize("d", [1, 5, 30])

@@ -1,5 +1,5 @@
 """Black-box audits of the private bounds of the bounds-free default: the coarse bounds at small
-epsilon, and the unit-range screen (:func:`audit_unit_screen`).
+epsilon, and the binary-column screen (:func:`audit_binary_screen`).
 
 The white-box pipeline audits (:mod:`privopt.audit.pipeline_audits`) put canaries into the
 Gaussian releases of the fit; the private bounds are exponential-mechanism releases of
@@ -39,7 +39,7 @@ from privopt._validate import check_count, check_positive
 from privopt.audit.blackbox import AuditResult, audit_scores
 from privopt.clipping.quantiles import QuantileRelease
 
-__all__ = ["audit_coarse_bounds", "audit_unit_screen", "bounds_audit_data", "screen_audit_data"]
+__all__ = ["audit_binary_screen", "audit_coarse_bounds", "bounds_audit_data", "screen_audit_data"]
 
 
 def bounds_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -129,20 +129,20 @@ def audit_coarse_bounds(
 
 
 def screen_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(X of D, X of D', y): feature 0 uniform in [0, 1] except the audited last record, which
-    is 5 in D and 0.5 in D' (so the screen's count of feature 0 differs by one); feature 1 and
-    the target normal (outside [0, 1], so only feature 0 can be found)."""
+    """(X of D, X of D', y): feature 0 in {0, 1} except the audited last record, which is 0.5 in
+    D and 1 in D' (so the screen's count of feature 0 differs by one); feature 1 and the target
+    normal (so only feature 0 can be found)."""
     rows = check_count("rows", rows, minimum=5)
     rng = np.random.default_rng([seed, 41])
-    X = np.c_[rng.uniform(0.0, 1.0, rows), rng.normal(0.0, 3.0, rows)]
+    X = np.c_[rng.random(rows) < 0.3, rng.normal(0.0, 3.0, rows)].astype(float)
     y = 2.0 * X[:, 0] + X[:, 1] + rng.normal(0.0, 1.0, rows)
-    X[-1, 0] = 5.0
+    X[-1, 0] = 0.5
     X_neighbour = X.copy()
-    X_neighbour[-1, 0] = 0.5
+    X_neighbour[-1, 0] = 1.0
     return X, X_neighbour, y
 
 
-def audit_unit_screen(
+def audit_binary_screen(
     *,
     epsilon: float = 1.0,
     delta: float = 1e-6,
@@ -152,9 +152,9 @@ def audit_unit_screen(
     confidence: float = 0.95,
     seed: int = 0,
 ) -> tuple[float, AuditResult]:
-    """(claimed epsilon, black-box audit) of the unit-range screen
-    (:func:`~privopt.releases.known_columns.screen_unit_columns`) of the bounds-free default:
-    the score is feature 0's released noisy count of rows outside [0, 1], over ``runs`` fits on
+    """(claimed epsilon, black-box audit) of the binary-column screen
+    (:func:`~privopt.releases.known_columns.screen_binary_columns`) of the bounds-free default:
+    the score is feature 0's released noisy count of rows outside {0, 1}, over ``runs`` fits on
     D and ``runs`` on D' (:func:`screen_audit_data`; a replace-one pair whose counts differ by
     one). The planted bug releases the exact counts (the ledger unchanged). Raises if a fit
     released no screen (the audit would then test nothing)."""
@@ -183,7 +183,7 @@ def audit_unit_screen(
                 model.fit(features, y)
                 if len(released) != 1:
                     raise RuntimeError(
-                        f"The fit at epsilon={epsilon:g} on {rows} rows released no unit-range "
+                        f"The fit at epsilon={epsilon:g} on {rows} rows released no binary-column "
                         "screen; choose a larger epsilon or more rows."
                     )
                 scores[present].append(released.pop())

@@ -42,8 +42,8 @@ from privopt.releases.fit_quality import QUALITY_SHARE, private_r2
 from privopt.releases.known_columns import (
     SCREEN_SHARE,
     KnownColumns,
+    screen_binary_columns,
     screen_runs,
-    screen_unit_columns,
 )
 from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
@@ -97,10 +97,10 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
 
     Every release derived from the training data is recorded in a privacy ledger; the report is
     ``privacy_report_``. With only ``epsilon`` and ``delta`` given, nothing private is assumed
-    known: a private count vector first finds the columns that lie in [0, 1] (one-hot,
-    indicator and min-max scaled features; a {-1, 1} or [0, 1] target), which take that range
-    as their box (:mod:`privopt.releases.known_columns`: 10% of the bounds' mu^2 taken from the
-    method, skipped when too noisy; a quantile of a 0/1 column sits on an atom and fails); every
+    known: a private count vector first finds the two-valued columns (one-hot and indicator
+    features in {0, 1}; a {0, 1} or {-1, 1} target), which take that range as their box
+    (:mod:`privopt.releases.known_columns`: 10% of the bounds' mu^2 taken from the method,
+    skipped when too noisy; a quantile of a 0/1 column sits on an atom and fails); every
     other feature's and the target's centre and scale are private central quantiles
     chosen by the exponential mechanism over a data-independent grid, widened for heavy tails
     and atoms by private outer extents and clip counts (a feature whose box would still clip
@@ -212,7 +212,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     budget is not in GDP), ``privacy_report_`` (a
     :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes and
     keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_`` (configuration
-    used; ``known_ranges`` names the columns whose ranges were public or found in [0, 1]),
+    used; ``known_ranges`` names the columns whose ranges were public or found binary),
     ``n_features_in_``.
     """
 
@@ -346,7 +346,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}
         known = self.__dict__.pop("_known_ranges", "none")
-        if known != "none":  # which columns' ranges were public or found in [0, 1]
+        if known != "none":  # which columns' ranges were public or found binary
             self.fit_info_["known_ranges"] = known
         self.fit_info_.update(private_r2=self.private_r2_, private_r2_se=r2_se)
         return self
@@ -414,20 +414,20 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         return bounds, mu, excluded
 
     def _screen(self, Xs, ys, m, known, mu, rng, ledger, partition=None) -> tuple:
-        """(known columns, the screen's share of mu^2): the unit-range screen
-        (:func:`~privopt.releases.known_columns.screen_unit_columns`) at SCREEN_SHARE of the
+        """(known columns, the screen's share of mu^2): the binary-column screen
+        (:func:`~privopt.releases.known_columns.screen_binary_columns`) at SCREEN_SHARE of the
         bounds' mu^2 when it runs (a public decision), else nothing released and share 0."""
         mu_screen = mu * math.sqrt(SCREEN_SHARE)
         if not screen_runs(known, m, mu_screen):
             return known, 0.0
         # its noise from a child stream (numpy's SeedSequence spawning: independent of the
-        # parent's, which it does not advance), so that a table with no column in [0, 1] keeps
+        # parent's, which it does not advance), so that a table with no binary column keeps
         # the bounds' draws of earlier versions (a secure generator without spawning: rng)
         try:
             child = rng.spawn(1)[0]
         except (AttributeError, TypeError, ValueError):
             child = rng
-        known = screen_unit_columns(
+        known = screen_binary_columns(
             Xs, ys, np.arange(m), known=known, mu=mu_screen, rng=child, ledger=ledger,
             partition=partition,
         )  # fmt: skip

@@ -138,10 +138,11 @@ def release_budgets(
     return (math.sqrt(rest / others) if others else 0.0), mu_target, mu_radius
 
 
-def row_level(m: int, mu_radius: float, floor: float = ROW_LEVEL_FLOOR) -> float:
+def row_level(m: int, mu_radius: float, floor: float | None = None) -> float:
     """Level of the private row-norm radius on m rows at budget mu_radius: ROW_LEVEL, or lower
-    (down to ``floor``) so that its release keeps ROW_MARGIN_RANKS / epsilon ranks of
-    margin, ``(1 - level) m epsilon >= ROW_MARGIN_RANKS`` (public)."""
+    (down to ``floor``, default ROW_LEVEL_FLOOR) so that its release keeps ROW_MARGIN_RANKS /
+    epsilon ranks of margin, ``(1 - level) m epsilon >= ROW_MARGIN_RANKS`` (public)."""
+    floor = ROW_LEVEL_FLOOR if floor is None else floor
     level = 1.0 - ROW_MARGIN_RANKS / (m * bounded_range_epsilon(mu_radius))
     return min(max(level, floor), ROW_LEVEL)
 
