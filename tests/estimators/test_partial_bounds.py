@@ -150,3 +150,44 @@ def test_one_hot_adult_without_bounds_matches_public_bounds():
             public.append(_r2(yt, model.predict(Xt)))
     assert statistics.median(public) > 0.15
     assert statistics.median(free) >= 0.9 * statistics.median(public)
+
+
+def test_screen_that_finds_nothing_leaves_the_bounds_releases_unchanged(monkeypatch):
+    """The screen's noise comes from a spawned child stream and its share from the method, so
+    on a table with no two-valued column the private bounds are those of a fit without it."""
+    import privopt.estimators.linear_regression as module
+
+    rng = np.random.default_rng(3)
+    X = rng.normal(size=(5_000, 3))
+    y = X @ [1.0, -1.0, 0.5] + rng.normal(size=5_000)
+    released = []
+    original = module.DPLinearRegression._private_bounds
+
+    def tap(self, *args):
+        released.append(original(self, *args))
+        return released[-1]
+
+    monkeypatch.setattr(module.DPLinearRegression, "_private_bounds", tap)
+    with_screen = DPLinearRegression(epsilon=1.0, random_state=4).fit(X, y)
+    assert any("screen" in label for label in _events(with_screen))
+    monkeypatch.setattr(module, "screen_runs", lambda *args: False)
+    DPLinearRegression(epsilon=1.0, random_state=4).fit(X, y)
+    a, b = released
+    for field in ("x_center", "x_scale", "x_radius", "y_center", "y_radius"):
+        np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+def test_known_plan_counts_only_the_releases_left():
+    """All features and the target screened: the full bounds count 2 d + 2 + 1 units (the clip
+    counts and the radius) instead of 7 d + 6; never more than the cap planned from public d."""
+    from privopt.estimators._partial_bounds import known_plan
+    from privopt.releases.known_columns import KnownColumns
+
+    d = 20
+    known = KnownColumns(np.zeros(d), np.ones(d), np.zeros(d, dtype=bool), (-1.0, 1.0), False)
+    model = DPLinearRegression(preprocess_fraction=0.1)
+    coarse, share = known_plan(model, 4_000, known, 0.2, cap=0.3)
+    assert not coarse and share == pytest.approx((45.0 / (4_000 * 0.2)) ** 2 * (2 * d + 3))
+    assert known_plan(model, 40_000, known, 0.2, cap=0.3)[1] == pytest.approx(0.1)  # the floor
+    coarse, share = known_plan(model, 4_000, KnownColumns.none(d), 0.02, cap=0.25)
+    assert coarse and share == pytest.approx(0.25)
