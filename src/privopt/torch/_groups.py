@@ -69,8 +69,9 @@ __all__ = ["Groups", "Tiling", "group_squared_norms", "pair_sums", "per_example"
 
 #: multiply-adds that writing one tensor element costs, in the cost model (as the conv rule's)
 MEMORY_WEIGHT = 8
-#: multiply-adds that one class of tiles costs beyond its arithmetic (~8 small operations)
-CLASS_COST = 4e5
+#: multiply-adds (of a large matmul) that one class of tiles costs beyond its arithmetic: about
+#: ten small operations of ~6 us on a CPU core
+CLASS_COST = 2e6
 
 
 def _device(array: np.ndarray, device) -> torch.Tensor:
@@ -187,16 +188,20 @@ class Groups:
     def _estimate(self, lo: int, hi: int, width: int) -> tuple[int, int]:
         """(tiles, rows) of the users of lo < n_u <= hi in tiles of ``width`` (an estimate: the
         packing's lower bound, at least one tile per user of more than width / 2)."""
-        users, rows = self._users_upto, self._rows_upto
+        users, rows, top = self._users_upto, self._rows_upto, self.longest
+        lo, hi = min(lo, top), min(hi, top)
         if users[hi] == users[lo]:
             return 0, 0
-        big = users[hi] - users[max(lo, width // 2)]
+        big = users[hi] - users[min(max(lo, width // 2), hi)]
         total = rows[hi] - rows[lo]
         return max(math.ceil(total / width), big), total
 
     def candidates(self) -> dict[tuple, list[tuple[int, int, bool]]]:
-        """Tilings to consider: widths -> per class (width, tiles, gathered); ``()`` is the
-        whole batch as one tile in its own order."""
+        """Tilings to consider: widths -> per class (width, tiles, gathered). Widths are powers
+        of 2 (batched matmuls of such widths run several times faster than of odd ones): one
+        class of the first power P >= the largest user (or 2 P), or users of at most w < P
+        records in tiles of w and the others in tiles of P; ``()`` is the whole batch as one
+        tile in its own order."""
         if self._candidates is not None:
             return self._candidates
         per_size = np.bincount(self.counts, minlength=self.longest + 1)
@@ -204,11 +209,12 @@ class Groups:
         self._users_upto = np.cumsum(per_size).tolist()
         self._rows_upto = np.cumsum(per_size * np.arange(len(per_size))).tolist()
         self._candidates = out = {(): [(self.batch, 1, False)]}
-        top = self.longest
-        if top == 0:
+        if self.longest == 0:
             return out
-        tiles, _ = self._estimate(0, top, top)
-        out[(top,)] = [(top, tiles, True)]
+        top = 1 << (self.longest - 1).bit_length()  # the first power of 2 >= the largest user
+        for width in (top, 2 * top):
+            if width < self.batch:
+                out[(width,)] = [(width, self._estimate(0, width, width)[0], True)]
         for w in (2**k for k in range((top - 1).bit_length())):  # the powers of 2 below top
             small, big = self._estimate(0, w, w), self._estimate(w, top, top)
             if small[0] and big[0]:
@@ -233,8 +239,10 @@ class Groups:
             if not len(users):
                 continue
             sizes = self.counts[users]
-            if 2 * int(sizes.min()) > width:  # no two users share a tile: one a tile, in order
-                tile, offset = np.arange(len(users)), np.zeros(len(users), dtype=np.int64)
+            if int(sizes.min()) == int(sizes.max()):  # one size n: width // n a tile, in order
+                per = width // int(sizes[0])
+                tile, offset = np.divmod(np.arange(len(users)), per)
+                offset = offset * int(sizes[0])
             else:
                 users = users[np.argsort(-sizes, kind="stable")]  # largest first
                 sizes = self.counts[users]
@@ -263,13 +271,20 @@ class Groups:
         return tiling
 
 
+def _slowdown(rows: int) -> float:
+    """How much slower a batched Gram of tiles of ``rows`` rows runs than a large matmul, per
+    multiply-add (measured on a CPU core: about 6x for 1 row, 3x for 8, 1.4x for 16)."""
+    return (32 / min(32, rows)) ** 0.6
+
+
 def tiling_cost(classes: list, t: int, width: int) -> float:
-    """Multiply-adds of the ghost pair sums over ``classes`` ((width, tiles, gathered) each)
-    for rows of ``t`` positions and ``width`` = D + p columns (both Grams)."""
+    """Cost in multiply-adds (of a large matmul) of the ghost pair sums over ``classes``
+    ((width, tiles, gathered) each) for rows of ``t`` positions and ``width`` = D + p + 1
+    columns (both Grams)."""
     mw, total = MEMORY_WEIGHT, 0.0
     for w, tiles, gathered in classes:
         rows = tiles * w * t
-        total += rows * w * t * (width + 3 * mw) + CLASS_COST
+        total += rows * w * t * (width * _slowdown(w * t) + 3 * mw) + CLASS_COST
         total += mw * rows * width if gathered else 0.0
     return total
 
@@ -286,16 +301,21 @@ def pair_sums(
     ``ndt``, from a (B, T, D) and g (B, T, p) (module docstring)."""
     t = a.shape[1]
     a, g = tiling.take(a), tiling.take(g)  # (rows, T, D), (rows, T, p): one gather each
-    per_row = torch.empty(a.shape[0] * t, dtype=ndt, device=g.device)
-    for c in tiling.classes:
-        rows = slice(c.start, c.start + c.tiles * c.width)
-        products = _gram(a[rows].reshape(c.tiles, -1, a.shape[2]), ndt)
+    classes, sums = tiling.classes, []
+    for c in classes:
+        if len(classes) > 1:
+            rows = slice(c.start, c.start + c.tiles * c.width)
+            a_c, g_c = a[rows], g[rows]
+        else:
+            a_c, g_c = a, g
+        products = _gram(a_c.reshape(c.tiles, -1, a.shape[2]), ndt)
         if bias:
             products += 1.0
-        products *= _gram(g[rows].reshape(c.tiles, -1, g.shape[2]), ndt)
+        products *= _gram(g_c.reshape(c.tiles, -1, g.shape[2]), ndt)
         if not c.single:  # the pairs of rows of one user only (a select: no 0 * inf)
             products.masked_fill_(c.off_user(t, g.device), 0.0)
-        torch.sum(products, 2, out=per_row[rows.start * t : rows.stop * t].view(c.tiles, -1))
+        sums.append(products.sum(2).view(-1))  # per row (tiles x width T)
+    per_row = torch.cat(sums) if len(sums) > 1 else sums[0]
     per_row = per_row.view(-1, t).sum(1) if t > 1 else per_row
     total = torch.zeros(groups.size + 1, dtype=ndt, device=g.device)  # + the padding's slot
     return total.index_add_(0, tiling.users, per_row)[: groups.size].clamp_min(0)
