@@ -64,3 +64,30 @@ def test_the_cli_quick_run_prints_every_run_as_json(capsys, tmp_path):
     assert all(r["epsilon"] <= r["target_epsilon"] for r in data["results"].values())
     assert data["privacy_unit"] == "user" and "test_accuracy" in data["non_private"]
     assert (tmp_path / "federated.png").exists() and (tmp_path / "federated.json").exists()
+
+
+def test_the_comparison_pairs_seeds_and_flags_a_significant_gap():
+    from scipy import stats
+
+    from privopt.experiments.federated import _comparison
+
+    base = [0.20, 0.25, 0.18, 0.22]  # seeds differ a lot; each method's gap per seed is steady
+    runs = {
+        "dp-fedavg": base,
+        "banded": [b + d for b, d in zip(base, [0.010, 0.012, 0.009, 0.011], strict=True)],
+        "tree": [b + d for b, d in zip(base, [0.02, -0.03, 0.01, -0.02], strict=True)],
+    }
+    results = {
+        f"{m}@eps=8": {"method": m, "target_epsilon": 8.0, "test_accuracies": accs,
+                       "test_accuracy": sum(accs) / len(accs)}
+        for m, accs in runs.items()
+    }  # fmt: skip
+    out = _comparison(results, (8.0,))["eps=8"]
+    assert out["best_correlated"] == "banded" and out["winner"] == "banded"
+    diff = [0.010, 0.012, 0.009, 0.011]
+    half = stats.t.ppf(0.975, 3) * stats.tstd(diff) / 2
+    assert out["gap_over_dp_fedavg"] == pytest.approx(0.0105)
+    assert out["gap_ci95_halfwidth"] == pytest.approx(half)
+    assert out["significant"]  # unpaired intervals (seed spread 0.03) would not show it
+    assert out["gaps"]["tree"]["mean"] == pytest.approx(-0.005)
+    assert out["gaps"]["tree"]["ci95_halfwidth"] > 0.005
