@@ -91,8 +91,10 @@ def _only(choice):
 
 CHOICES = {
     "whole-batch": lambda k: k == ("tiles", ()),
-    "one-class": lambda k: k != "materialised" and len(k[1]) == 1,
-    "two-classes": lambda k: k != "materialised" and len(k[1]) == 2,
+    "one-class": lambda k: k[0] == "tiles" and len(k[1]) == 1,
+    "two-classes": lambda k: k[0] == "tiles" and len(k[1]) == 2,
+    "per-user-one-class": lambda k: k[0] == "users" and len(k[1]) == 1,
+    "per-user-two-classes": lambda k: k[0] == "users" and len(k[1]) == 2,
     "materialised": lambda k: k == "materialised",
 }
 
@@ -143,7 +145,7 @@ def test_padding_edge_cases_are_exact(choice, edge, monkeypatch):
 
 
 @pytest.mark.parametrize("frozen", ["bias", "weight"])
-@pytest.mark.parametrize("choice", ["one-class", "materialised"])
+@pytest.mark.parametrize("choice", ["one-class", "per-user-two-classes", "materialised"])
 def test_a_linear_layer_with_a_frozen_weight_or_bias_is_exact(frozen, choice, monkeypatch):
     """The ghost route folds the bias into the Gram (<a_r, a_s> + 1): with the bias frozen the
     "+ 1" must go, with the weight frozen only the bias's segment sums remain."""
@@ -161,10 +163,14 @@ def test_a_linear_layer_with_a_frozen_weight_or_bias_is_exact(frozen, choice, mo
     _assert_exact(got, per_user_loop(model, _ce, x, y, users, G))
 
 
-@pytest.mark.parametrize("choice", ["whole-batch", "one-class", "two-classes"])
-def test_a_non_finite_user_does_not_reach_the_users_sharing_its_tile(choice, monkeypatch):
-    """Tiles hold several users; the cross-user entries of the Grams (inf or nan here) are
-    dropped by a select, not multiplied by zero, so the other users are exact."""
+@pytest.mark.parametrize("bad_user", [3, 2])  # user 2 holds row 0, which the padding takes
+@pytest.mark.parametrize(
+    "choice", ["whole-batch", "one-class", "two-classes", "per-user-one-class"]
+)
+def test_a_non_finite_user_does_not_reach_the_users_sharing_its_tile(choice, bad_user, monkeypatch):
+    """Tiles hold several users and padding rows (copies of row 0); the cross-user entries of
+    the Grams (inf or nan here) are dropped by a select, not multiplied by zero, and the
+    padding of per-user gradients is zeroed on both sides, so the other users are exact."""
     monkeypatch.setattr(groups_module, "_linear_costs", _only(CHOICES[choice]))
     gen = torch.Generator().manual_seed(6)
     torch.manual_seed(6)
@@ -172,12 +178,12 @@ def test_a_non_finite_user_does_not_reach_the_users_sharing_its_tile(choice, mon
     model, x = model.double(), x.double()
     y = torch.randint(0, 3, (B,), generator=gen)
     users = LAYOUTS["scattered"]
-    bad = np.flatnonzero(users == 3)  # a user of 2 records, in a tile with others
+    bad = np.flatnonzero(users == bad_user)
     x[bad[0], 1] = float("inf")
     clipper = GradientClipper(model)
     got, _ = clipper.clipped_sum(_ce, x, y, G, groups=users)
     clipper.remove()
-    keep = users != 3
+    keep = users != bad_user
     expected = per_user_loop(model, _ce, x[keep], y[keep], users[keep], G)
     for name, value in expected.items():
         torch.testing.assert_close(got[name], value, rtol=0, atol=1e-12)

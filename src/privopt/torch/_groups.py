@@ -92,9 +92,24 @@ class _Class:
     def __init__(self, width: int, tiles: int, start: int, owner: np.ndarray, size: int):
         self.width, self.tiles, self.start = width, tiles, start
         per_tile = owner.reshape(tiles, width)
-        self.single = bool((per_tile == per_tile[:, :1]).all()) and int(owner.max()) < size
+        self.size, self.padded = size, int(owner.max()) >= size
+        self.single = bool((per_tile == per_tile[:, :1]).all()) and not self.padded
         self._owner = per_tile
-        self._masks: dict[int, torch.Tensor] = {}
+        self._masks: dict[Any, torch.Tensor] = {}
+
+    def owners(self, device) -> torch.Tensor:
+        """(tiles,): the user of each tile (tilings of one user a tile)."""
+        if "owners" not in self._masks:
+            self._masks["owners"] = _device(self._owner[:, 0], device)
+        return self._masks["owners"]
+
+    def padding(self, t: int, device) -> torch.Tensor:
+        """(tiles, width T, 1): True for the padding rows."""
+        if ("pad", t) not in self._masks:
+            pad = self._owner >= self.size
+            pad = np.repeat(pad, t, axis=1) if t > 1 else pad
+            self._masks[("pad", t)] = _device(pad[:, :, None], device)
+        return self._masks[("pad", t)]
 
     def off_user(self, t: int, device) -> torch.Tensor:
         """(tiles, width T, width T): True for the pairs of rows of different users (or
@@ -221,14 +236,32 @@ class Groups:
                 out[(w, top)] = [(w, small[0], True), (top, big[0], True)]
         return out
 
-    def tiling(self, widths: tuple) -> Tiling:
-        """The users in tiles (module docstring), cached per ``widths``."""
-        if widths in self._tilings:
-            return self._tilings[widths]
+    def user_candidates(self) -> dict[tuple, list[tuple[int, int, bool]]]:
+        """Tilings of one user a tile to consider: widths -> per class (width, tiles,
+        gathered); the widths of :meth:`candidates`."""
+        out = {}
+        for widths in self.candidates():
+            classes, lower = [], 0
+            for width in widths:
+                users = self._users_upto
+                tiles = users[min(width, self.longest)] - users[min(lower, self.longest)]
+                if tiles:
+                    classes.append((width, tiles, True))
+                lower = width
+            if classes:
+                out[widths] = classes
+        return out
+
+    def tiling(self, widths: tuple, shared: bool = True) -> Tiling:
+        """The users in tiles (module docstring), cached per ``widths``; ``shared=False``: one
+        user a tile (for per-user gradients)."""
+        key = (widths, shared)
+        if key in self._tilings:
+            return self._tilings[key]
         if not widths:
             whole = _Class(self.batch, 1, 0, self.slots, self.size)
             tiling = Tiling([whole], np.arange(self.batch), self.slots, self)
-            self._tilings[widths] = tiling
+            self._tilings[key] = tiling
             return tiling
         order = np.argsort(self.slots, kind="stable")  # examples user after user
         ends = np.cumsum(self.counts)
@@ -239,7 +272,9 @@ class Groups:
             if not len(users):
                 continue
             sizes = self.counts[users]
-            if int(sizes.min()) == int(sizes.max()):  # one size n: width // n a tile, in order
+            if not shared:  # one user a tile, in order
+                tile, offset = np.arange(len(users)), np.zeros(len(users), dtype=np.int64)
+            elif int(sizes.min()) == int(sizes.max()):  # one size n: width // n a tile, in order
                 per = width // int(sizes[0])
                 tile, offset = np.divmod(np.arange(len(users)), per)
                 offset = offset * int(sizes[0])
@@ -267,7 +302,7 @@ class Groups:
         for c, take in zip(classes, takes, strict=True):
             c.start, start = start, start + len(take)
         tiling = Tiling(classes, np.concatenate(takes), np.concatenate(owners), self)
-        self._tilings[widths] = tiling
+        self._tilings[key] = tiling
         return tiling
 
 
@@ -286,6 +321,40 @@ def tiling_cost(classes: list, t: int, width: int) -> float:
         rows = tiles * w * t
         total += rows * w * t * (width * _slowdown(w * t) + 3 * mw) + CLASS_COST
         total += mw * rows * width if gathered else 0.0
+    return total
+
+
+def user_gradient_cost(classes: list, t: int, d: int, p: int) -> float:
+    """Cost in multiply-adds (of a large matmul) of the per-user gradients (one user a tile,
+    ``classes`` as in :func:`tiling_cost`), g^T a per tile, and their norms."""
+    mw, total = MEMORY_WEIGHT, 0.0
+    for w, tiles, gathered in classes:
+        total += tiles * w * t * p * d * _slowdown(w * t) + mw * tiles * p * d + CLASS_COST
+        total += mw * tiles * w * t * (d + p) if gathered else 0.0
+    return total
+
+
+def user_gradient_norms(
+    a: torch.Tensor, g: torch.Tensor, tiling: Tiling, groups: Groups, ndt, bias: bool
+) -> torch.Tensor:
+    """||W_u||^2 [+ ||b_u||^2] from each user's gradient W_u = sum_r g_r a_r^T, one batched
+    matmul per class of a tiling of one user a tile (the padding rows zeroed, both sides: a
+    non-finite padding row must not reach the tile's user), (U,) in ``ndt``."""
+    t = a.shape[1]
+    a, g = tiling.take(a), tiling.take(g)
+    total = torch.zeros(groups.size, dtype=ndt, device=g.device)
+    for c in tiling.classes:
+        rows = slice(c.start, c.start + c.tiles * c.width)
+        a_c = a[rows].reshape(c.tiles, -1, a.shape[2])
+        g_c = g[rows].reshape(c.tiles, -1, g.shape[2])
+        if c.padded:  # gathered rows (a copy): zero the padding in place
+            pad = c.padding(t, g.device)
+            a_c, g_c = a_c.masked_fill_(pad, 0.0), g_c.masked_fill_(pad, 0.0)
+        weight = torch.bmm(g_c.transpose(1, 2), a_c)  # (tiles, p, D)
+        norms = torch.linalg.vector_norm(weight, dim=(1, 2), dtype=ndt).square()
+        if bias:
+            norms += torch.linalg.vector_norm(g_c.sum(1, dtype=ndt), dim=1).square()
+        total.index_add_(0, c.owners(g.device), norms)
     return total
 
 
@@ -333,10 +402,13 @@ def ghost_choice(groups: Groups, t: int, width: int) -> tuple[tuple, float]:
 
 
 def _linear_costs(groups: Groups, b: int, t: int, d: int, p: int) -> dict[Any, float]:
-    """Cost of each method: ``("tiles", widths)`` for every candidate tiling, "materialised"."""
+    """Cost of each method: ``("tiles", widths)`` (ghost pair sums) for every candidate tiling,
+    ``("users", widths)`` (per-user gradients, one user a tile), "materialised"."""
     costs: dict[Any, float] = {
         ("tiles", k): tiling_cost(v, t, d + p + 1) for k, v in groups.candidates().items()
     }
+    for k, v in groups.user_candidates().items():
+        costs[("users", k)] = user_gradient_cost(v, t, d, p)
     costs["materialised"] = b * t * p * d + 2 * MEMORY_WEIGHT * b * p * d + 2 * CLASS_COST
     return costs
 
@@ -349,8 +421,11 @@ def _linear(rule, groups: Groups, ndt: torch.dtype) -> torch.Tensor:
     b, t, d = rule.a.shape
     costs = _linear_costs(groups, b, t, d, rule.g.shape[2])
     method = min(costs, key=costs.__getitem__)
-    if method != "materialised":
+    if method[0] == "tiles":
         return pair_sums(rule.a, rule.g, groups.tiling(method[1]), groups, ndt, bias)
+    if method[0] == "users":
+        tiling = groups.tiling(method[1], shared=False)
+        return user_gradient_norms(rule.a, rule.g, tiling, groups, ndt, bias)
     if t == 1:  # outer products (a bmm with an inner dimension of 1 is far slower)
         weight = rule.g.transpose(1, 2) * rule.a  # (B, p, D)
     else:
