@@ -32,9 +32,10 @@ the batch).
 ====================  ==============================================================  ==========
 rule                  ||W_u||^2 by                                                     cost
 ====================  ==============================================================  ==========
-Linear (T positions)  ghost per user over tiles (above), or the materialised            tiles (L T)
-                      per-example gradients summed by user (``index_add``)              ^2 (D + p)
-                                                                                         | B T p D
+Linear (T positions)  ghost per user over tiles (above); or each user's gradient        tiles (L T)
+                      sum_r g_r a_r^T, one user a tile (one batched matmul per class,   ^2 (D + p)
+                      padding rows zeroed); or the materialised per-example gradients   | B T p D
+                      summed by user (``index_add``)                                    (both)
 Conv1d/2d             the same ghost over the unfolded input (one strided copy), or     as Linear
                       the rule's materialised per-example gradients (kept for its sum)  (T: output
                       summed by user (:mod:`privopt.torch._user_conv`)                  positions)
