@@ -274,7 +274,8 @@ def test_wrong_length_and_missing_ids_are_refused_before_the_budget_is_charged()
         (DPSGDRegressor(**BOUNDS, method="srgd"), "method='sgd'"),
         (DPLinearClassifier(classes=[0, 1]), "needs public feature_bounds"),
         (DPLinearClassifier(feature_bounds=(-3, 3)), "the public label set classes="),
-        (DPLinearRegression(), "does not support users="),
+        (DPLinearRegression(), "needs public feature_bounds and target_bounds"),
+        (DPLinearRegression(**BOUNDS, method="newton"), "supports method='adassp'"),
     ],
 )
 def test_releases_without_a_user_level_version_are_refused_by_name(estimator, match):

@@ -246,10 +246,10 @@ def _guarded(fit):
         dask_input = is_partitioned_input(X)  # issue 19: len() of a Dask frame reads it all
         sized = hasattr(X, "__len__") and not dask_input
         n_rows = _num_samples(X) if sized else None
-        if n_rows is not None:
-            self._check_public(n_rows)  # refusals on public values: nothing reserved yet
         if kwargs.get("users") is not None:  # user-level privacy: refusals before reserving
-            self._check_users(kwargs["users"], n_rows)
+            self._check_users(kwargs["users"], n_rows)  # (the number of records is private)
+        elif n_rows is not None:
+            self._check_public(n_rows)  # refusals on public values: nothing reserved yet
         reservation = self._reserve_budget()
         columns = getattr(X, "columns", None)
         names = None

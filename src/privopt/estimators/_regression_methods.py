@@ -184,7 +184,7 @@ def newton_result(w, info, shape, bounds) -> tuple:
 
 def run_adassp(est, Z, t, bounds, budget, rng, ledger, n_public) -> tuple:
     w, info = _at_bounds(adassp, Z, t, bounds, budget.mu, rng, ledger, budget_split=ADASSP_SPLIT)
-    return adassp_result(w, info, Z.shape, bounds)
+    return adassp_result(w, info, (int(n_public), Z.shape[1]), bounds)  # N: rows, or users
 
 
 def adassp_result(w, info, shape, bounds) -> tuple:

@@ -32,11 +32,12 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from collections.abc import Hashable
+from collections.abc import Hashable, Mapping
 from typing import Any
 
 import numpy as np
 
+from privopt._validate import check_delta_for_rows
 from privopt.accounting import PrivacyLedger, PrivacyUnit
 from privopt.algorithms.gradient_perturbation import Theorem11Analysis, theorem11_noise
 from privopt.algorithms.holder_problem import HolderProblem
@@ -55,6 +56,7 @@ from privopt.training.users import (
 __all__ = [
     "USER_CLIPPING",
     "USER_UNIT_ASSUMPTION",
+    "check_regression_users",
     "record_factors",
     "record_weights",
     "refuse_under_users",
@@ -62,6 +64,7 @@ __all__ = [
     "user_dp_sgd_gradient",
     "user_groups",
     "user_ledger",
+    "user_level_rows",
 ]
 
 #: ``user_clipping``: what is clipped, a user's sum of gradients or their mean
@@ -120,6 +123,65 @@ def sufficient_statistics_assumption() -> str:
         "bounded by one record's bounds, so every release's record-level sensitivity holds for "
         "the whole user; the fit is the least squares of the users' average losses"
     )
+
+
+#: the methods of DPLinearRegression whose every release has a user-level version
+REGRESSION_USER_METHODS = ("auto", "adassp")
+
+
+def _complete(bounds: Any) -> bool:
+    """Whether ``bounds`` (a parameter, before the data are read) has no unknown entry (None,
+    NaN); a dict naming only some columns is caught after the data's columns are known."""
+    if bounds is None:
+        return False
+    for entry in bounds.values() if isinstance(bounds, Mapping) else [bounds]:
+        if entry is None or (isinstance(entry, list | tuple) and any(v is None for v in entry)):
+            return False
+        try:
+            if np.any(np.isnan(np.asarray(entry, dtype=float))):
+                return False
+        except (TypeError, ValueError):  # ragged or non-numeric: a partial or invalid bound
+            return False
+    return True
+
+
+def check_regression_users(estimator: Any, users: Any, n_rows: int | None) -> UserGroups | None:
+    """:class:`~privopt.DPLinearRegression`'s refusals of ``users=`` (parameters and ids only,
+    before a budget is reserved), then the ids grouped (None when the rows are not in memory).
+
+    User level is built for AdaSSP (``method="adassp"``, and ``"auto"``, which then runs it)
+    with complete public ``feature_bounds`` and ``target_bounds``: its three Gaussian releases
+    are functions of the sufficient statistics, made user-level by :func:`user_level_rows`,
+    and its quality release sums the users' weighted terms. Noisy Newton's residual-clip
+    quantiles, the private bounds, the public bounds' tightening quantiles and the one-pass
+    methods count records, so they are refused by name; delta is checked against 1 / N users.
+    """
+    name = type(estimator).__name__
+    if estimator.method not in REGRESSION_USER_METHODS:
+        raise ValueError(
+            f"{name} with users= supports method='adassp' (and 'auto', which then runs it): "
+            f"method={estimator.method!r} releases record-level counts or rounds."
+        )
+    if not (_complete(estimator.feature_bounds) and _complete(estimator.target_bounds)):
+        raise refuse_under_users(
+            name, "the private estimate of the features' and target's bounds",
+            "public feature_bounds and target_bounds for every column",
+        )  # fmt: skip
+    if n_rows is None:
+        raise ValueError(f"{name} with users= needs X in memory (not a Dask collection).")
+    groups = user_groups(users, n_rows)
+    check_delta_for_rows(estimator.delta, groups.num_users, allow_large=estimator.allow_large_delta)
+    return groups
+
+
+def user_level_rows(
+    groups: UserGroups, Z: np.ndarray, t: np.ndarray, ledger: PrivacyLedger
+) -> tuple[np.ndarray, np.ndarray]:
+    """The clipped rows scaled by :func:`record_factors` (sqrt(1 / n_u) <= 1, inside the
+    clipped domain), the weighting stated in ``ledger``."""
+    factors = record_factors(groups)
+    ledger.assume(sufficient_statistics_assumption())
+    return Z * factors[:, None], t * factors
 
 
 def user_dp_sgd_gradient(

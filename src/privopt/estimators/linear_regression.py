@@ -12,7 +12,7 @@ from sklearn.utils._param_validation import Interval, StrOptions
 from sklearn.utils.validation import check_is_fitted
 
 from privopt._validate import check_delta_for_rows
-from privopt.accounting import PrivacyLedger, gdp_mu
+from privopt.accounting import gdp_mu
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
 from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator, weighted_rows
 from privopt.estimators._input import validate_rows
@@ -34,6 +34,12 @@ from privopt.estimators._regression_methods import (
     run_newton,
     run_newton_rows,
     run_ssgd,
+)
+from privopt.estimators._users import (
+    USER_UNIT_ASSUMPTION,
+    check_regression_users,
+    user_ledger,
+    user_level_rows,
 )
 from privopt.estimators._utility import warn_if_useless, warn_if_worse_than_mean
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
@@ -274,21 +280,28 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.allow_large_delta = allow_large_delta
 
     # -- fitting -------------------------------------------------------------------------------
-    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> DPLinearRegression:
-        """Fit privately; the input arrays are never modified."""
+    def fit(self, X: Any, y: Any, sample_weight: Any = None, users: Any = None):
+        """Fit privately; the input arrays are never modified. ``users``: one id per record
+        makes the user the privacy unit (AdaSSP with public bounds; see
+        :func:`~privopt.estimators._users.check_regression_users`)."""
         self._validate_params()
         if not math.isfinite(self.epsilon):
             raise ValueError(f"Expected epsilon to be finite, got {self.epsilon!r}.")
         X, y = validate_rows(self, X, y, y_numeric=True, dtype=np.float64)
         n, d = X.shape
-        check_delta_for_rows(self.delta, n, allow_large=self.allow_large_delta)
+        groups = None if users is None else check_regression_users(self, users, n)
+        if groups is None:
+            check_delta_for_rows(self.delta, n, allow_large=self.allow_large_delta)
         method = self.method
         if method == "auto":  # public quantities only
-            method = choose_method(n, d, self.epsilon, self.delta, self.fit_intercept)
-        ledger, rng, mu, bounds = self._start_fit(method, d)
+            method = "adassp" if groups else choose_method(n, d, self.epsilon, self.delta,
+                                                           self.fit_intercept)  # fmt: skip
+        ledger, rng, mu, bounds = self._start_fit(method, d, users=groups is not None)
         bounds, mu_main, excluded = self._preprocess(
             method, n, d, bounds, mu, rng, ledger, lambda rows: (X[rows], y[rows])
         )
+        if groups is not None:  # all rows to AdaSSP; its quality release weighted by user
+            self._quality = (*self._quality, groups.record_weights(), groups.num_users)
         keep = np.ones(n, dtype=bool)
         keep[excluded] = False
         main_rows = np.flatnonzero(keep)  # the rows the method reads (sorted)
@@ -301,8 +314,11 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         else:
             Z, t = bounds.transform(X, y, rows=None if main_rows.size == n else main_rows)
             Z, t = weighted_rows(Z, t, sample_weight, main_rows, self, ledger)  # no-op if None
+            if groups is not None:
+                Z, t = user_level_rows(groups, Z, t, ledger)
+            units = main_rows.size if groups is None else groups.num_users
             w, trace, info, reasons = self._run(
-                method, Z, t, bounds, budget, rng, ledger, float(main_rows.size)
+                method, Z, t, bounds, budget, rng, ledger, float(units)
             )
         return self._finish_fit(method, w, trace, info, reasons, bounds, ledger)
 
@@ -310,20 +326,25 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         if n_rows >= 1:  # no rows: validate_data names the empty input
             check_delta_for_rows(self.delta, n_rows, allow_large=self.allow_large_delta)
 
-    def _start_fit(self, method: str, d: int) -> tuple:
+    def _check_users(self, users: Any, n_rows: int | None) -> None:
+        check_regression_users(self, users, n_rows)
+
+    def _start_fit(self, method: str, d: int, users: bool = False) -> tuple:
         """(ledger, rng, mu, public bounds or None): the start of every fit (in memory or on
         Dask), before any row is read."""
         # Every relation privopt uses keeps N fixed, so N is public by construction (it sets
         # step counts, sampling rates and divisors, and privopt fit writes it to model.json).
-        ledger = PrivacyLedger(self._relation(method))
+        ledger = user_ledger(self._relation(self.method if users else method), users)
         rng = self._generator(ledger)
         # a relative 1e-9 below the target, so that the exactly inverted epsilon of the
         # releases (whose mu is rebuilt from stds, a few ulps off) never prints above it
         mu = gdp_mu(self.epsilon * (1.0 - 1e-9), self.delta)
-        ledger.assume("the number of records N is public")
+        ledger.assume(USER_UNIT_ASSUMPTION if users else "the number of records N is public")
         bounds = resolve_partial_bounds(
             self.feature_bounds, self.target_bounds, d, self.fit_intercept, ledger
         )
+        if users and not isinstance(bounds, LinearBounds):
+            raise ValueError("DPLinearRegression with users= needs public bounds for every column.")
         return ledger, rng, mu, bounds
 
     def _finish_fit(self, method, w, trace, info, reasons, bounds, ledger) -> DPLinearRegression:
@@ -336,12 +357,12 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.coef_, self.intercept_ = bounds.to_original(w)
         quality = self.__dict__.pop("_quality", None)
         self.private_r2_, r2_se = math.nan, math.nan
-        if quality is not None:
-            take, n, mu_quality, rng = quality
-            self.private_r2_, r2_se = private_r2(
-                self.coef_, self.intercept_, bounds, take, n, mu=mu_quality, rng=rng, ledger=ledger
-            )
-            warn_if_worse_than_mean(self, method, self.private_r2_, r2_se, n, stacklevel=5)
+        if quality is not None:  # (take, n, mu, rng[, per-record user weights, N users])
+            take, n, mu_quality, rng, *by_user = quality
+            weights, units = by_user or (None, n)
+            kw = {"mu": mu_quality, "rng": rng, "ledger": ledger, "weights": weights}
+            self.private_r2_, r2_se = private_r2(self.coef_, self.intercept_, bounds, take, n, **kw)
+            warn_if_worse_than_mean(self, method, self.private_r2_, r2_se, units, stacklevel=5)
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}

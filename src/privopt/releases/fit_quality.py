@@ -61,11 +61,19 @@ def private_r2(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     partition: object = None,
+    weights: np.ndarray | None = None,
 ) -> tuple[float, float]:
     """(R^2_c, its standard error) of the released model (module docstring), one mu-GDP
-    Gaussian release recorded in ``ledger``. ``take(rows)`` returns ``(X[rows], y[rows])``."""
-    stride = max(1, math.ceil(n / QUALITY_ROWS))
+    Gaussian release recorded in ``ledger``. ``take(rows)`` returns ``(X[rows], y[rows])``.
+
+    ``weights`` (user level): 1 / n_u for each of the n records, each user's summing to 1.
+    Every record is read (no stride: a stride would keep a data-dependent part of a user's
+    weight) and each term is weighted, so one user moves each sum by at most one term's bound
+    and the sensitivities above hold for a whole user; the intercept-only scale then uses the
+    public number of users, the weights' total."""
+    stride = max(1, math.ceil(n / QUALITY_ROWS)) if weights is None else 1
     rows = np.arange(0, n, stride)
+    w = np.ones(rows.size) if weights is None else np.asarray(weights, dtype=float)
     X, y = take(rows)
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     c = QUALITY_CLIP * bounds.y_radius
@@ -73,9 +81,9 @@ def private_r2(
     centred = (y - bounds.y_center) / c
     exact = np.array(
         [
-            np.sum(np.minimum(residual**2, 1.0)),
-            np.sum(np.minimum(centred**2, 1.0)),
-            np.sum(np.clip(centred, -1.0, 1.0)),
+            w @ np.minimum(residual**2, 1.0),
+            w @ np.minimum(centred**2, 1.0),
+            w @ np.clip(centred, -1.0, 1.0),
         ]
     )
     sensitivity = math.sqrt(3.0) if ledger.neighbouring.value == "zero-out" else math.sqrt(6.0)
@@ -85,7 +93,7 @@ def private_r2(
         GaussianEvent(sensitivity, std, label="private fit quality (clipped residual sums)"),
         partition=partition,
     )
-    size = float(rows.size)
+    size = float(rows.size) if weights is None else float(round(w.sum()))  # N users
     spread = max(v - s * s / size, 1.0)  # at least one clipped unit: the release is noisy
     r2 = min(1.0 - u / spread, 1.0)  # U is a sum of non-negative terms
     return float(r2), float(std * math.sqrt(1.0 + (u / spread) ** 2) / spread)
