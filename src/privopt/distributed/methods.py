@@ -52,6 +52,7 @@ from privopt.releases import newton
 from privopt.releases.adassp import adassp_release
 from privopt.releases.newton import NEWTON_SHARES, newton_release
 from privopt.releases.preprocess import LinearBounds
+from privopt.releases.quantile_bounds import first_step_clip
 from privopt.training.gradients import GradientModel
 
 __all__ = ["adassp_dask", "dpsgd_dask", "newton_dask"]
@@ -160,6 +161,7 @@ def newton_dask(
         steps=steps,
         shares=NEWTON_SHARES,
         quantile_n=newton.quantile_rows(n_main, public_n),  # as dp_newton
+        first_clip=first_step_clip(bounds),
     )
 
 

@@ -34,7 +34,7 @@ from privopt.estimators._utility import (
 from privopt.releases.adassp import adassp
 from privopt.releases.newton import dp_newton, dp_newton_rows
 from privopt.releases.preprocess import private_second_moment
-from privopt.releases.quantile_bounds import TARGET_SIGMAS
+from privopt.releases.quantile_bounds import TARGET_SIGMAS, first_step_clip
 
 __all__ = [
     "ADASSP_SPLIT",
@@ -154,8 +154,9 @@ def _at_bounds(method, Z, t, bounds, mu, rng, ledger, **options) -> tuple:
 
 def run_newton(est, Z, t, bounds, budget, rng, ledger, n_public) -> tuple:
     w, info = _at_bounds(
-        dp_newton, Z, t, bounds, budget.mu, rng, ledger, public_n=n_public, steps=NEWTON_STEPS
-    )
+        dp_newton, Z, t, bounds, budget.mu, rng, ledger, public_n=n_public, steps=NEWTON_STEPS,
+        first_clip=first_step_clip(bounds),
+    )  # fmt: skip
     return newton_result(w, info, Z.shape, bounds)
 
 
@@ -163,8 +164,9 @@ def run_newton_rows(est, X, y, bounds, budget, rng, ledger, n_public) -> tuple:
     """:func:`run_newton` on ``bounds.transform(X, y)`` without forming it (the same releases
     and model up to summation order: :func:`~privopt.releases.newton.dp_newton_rows`)."""
     w, info = dp_newton_rows(
-        X, y, bounds, mu=budget.mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS
-    )
+        X, y, bounds, mu=budget.mu, rng=rng, ledger=ledger, public_n=n_public, steps=NEWTON_STEPS,
+        first_clip=first_step_clip(bounds),
+    )  # fmt: skip
     p = X.shape[1] + int(bounds.intercept_scale > 0)
     return newton_result(w, info, (X.shape[0], p), bounds)
 

@@ -9,7 +9,7 @@ full-batch gradient steps whose residual clip adapts to the current residuals::
     P   = V max(L + lambda, lambda) V^T,    V L V^T = Z^T Z + E      (noisy Gram, released once)
     w_0 = 0
     for k = 0 .. K-1:
-        rho_k = public bound |t| <= T                        (k = 0: the residuals are the targets)
+        rho_k = public rho_0 <= T, |t| <= T                  (k = 0: the residuals are the targets)
               = c * quantile_q(|<z_i, w_k> - t_i|)            (k >= 1: exponential mechanism)
         g_k   = sum_i z_i clip(<z_i, w_k> - t_i, +-rho_k) + N(0, s_k^2 I)
         w_{k+1} = w_k - P^-1 g_k
@@ -19,7 +19,10 @@ With exact P = Z^T Z and no clipping the first step is OLS; with noise the itera
 by about ``||E + lambda I|| / (lambda_min(Z^T Z) + lambda)`` per step towards the fixed point,
 which is the Huber-type solution of ``sum_i z_i clip(r_i, +-rho) = 0`` (OLS when fewer than 1 - q
 of the residuals exceed c times their q-quantile), and the last step's noise shrinks with its
-clip rho_K, i.e. with the residuals rather than the targets.
+clip rho_K, i.e. with the residuals rather than the targets. The first step only starts the
+iteration, so its clip rho_0 may be below T (public, a function of earlier releases: a few
+released robust sigmas of the target, :func:`privopt.releases.quantile_bounds.first_step_clip`):
+its noise shrinks with it, and the later steps' clips are still searched up to T.
 
 Privacy (all releases on the same rows, composed in exact GDP: ``mu^2 = sum of shares mu^2``):
 
@@ -36,9 +39,10 @@ function of earlier releases). The exponential mechanism is recorded as the Gaus
 dominates it (:mod:`privopt.clipping.quantiles`). ``lambda``, ``P`` and every ``w_k`` are
 post-processing. Cost: one Gram product (O(N p^2)), two passes per step, O(p^3) for P.
 :func:`dp_newton_rows` runs it on the raw rows of a :class:`LinearBounds` transform without
-forming the transformed copy: one fused pass (transform, clip, syrk; its last column gives the
-first step), then one pass per later step over the raw rows with the affine map moved onto w
-(about 21x one ``X @ w`` in CPU time at N = 10^6, d = 100, against 41x on the copy).
+forming the transformed copy: one fused pass (transform, clip, syrk; with the targets clipped
+to rho_0 it gives the first step), then one pass per later step over the raw rows with the
+affine map moved onto w (about 21x one ``X @ w`` in CPU time at N = 10^6, d = 100, against 41x
+on the copy).
 """
 
 from __future__ import annotations
@@ -143,6 +147,14 @@ def residual_quantile_share(
     return min(QUANTILE_SHARE * (QUANTILE_RANKS / max(have, 1e-12)) ** 2, QUANTILE_SHARE_MAX)
 
 
+def _checked_first_clip(target_bound: float, first_clip: float | None) -> float:
+    """The first step's residual clip: ``target_bound`` (None), else ``first_clip`` held at
+    most ``target_bound`` (every |t_i| <= T, so a larger clip acts as T)."""
+    if first_clip is None:
+        return target_bound
+    return min(check_positive("first_clip", first_clip), target_bound)
+
+
 def dp_newton(
     Z: np.ndarray,
     t: np.ndarray,
@@ -156,6 +168,7 @@ def dp_newton(
     steps: int = 3,
     shares: tuple[float, float, float] = NEWTON_SHARES,
     public_n: float | None = None,
+    first_clip: float | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """Run the noisy-Newton iteration (module docstring) and record its releases.
 
@@ -168,6 +181,8 @@ def dp_newton(
         steps: K >= 1 gradient steps.
         shares: (Gram, first step, later steps) shares of mu^2 (see :func:`newton_shares`).
         public_n: public number of rows for the residual quantile (default: n).
+        first_clip: the first step's public residual clip (default and at most T; see
+            :func:`privopt.releases.quantile_bounds.first_step_clip`).
 
     Returns:
         (w, info) with the noise stds, the ridge, the residual clips and the shares.
@@ -200,6 +215,7 @@ def dp_newton(
         steps=steps,
         shares=shares,
         quantile_n=quantile_rows(n, n_public),
+        first_clip=first_clip,
     )
 
 
@@ -257,6 +273,7 @@ def dp_newton_rows(
     steps: int = 3,
     shares: tuple[float, float, float] = NEWTON_SHARES,
     public_n: float | None = None,
+    first_clip: float | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """:func:`dp_newton` on ``bounds.transform(X, y)`` with R = ``bounds.row_bound`` and T =
     ``bounds.y_radius``, without materialising the transformed rows: the same releases from
@@ -264,13 +281,13 @@ def dp_newton_rows(
     mu-GDP guarantee.
 
     One pass over X in blocks of BLOCK_ROWS rows transforms and clips each block into a
-    reused buffer ``[Z, t]`` and accumulates its Gram matrix by BLAS syrk; its last column is
-    Z^T t, the first step's gradient (at w = 0 every residual is -t_i, |t_i| <= T: no clip
-    acts). The rows that a clip changed (a few percent) are kept; every other row is exactly
-    ``z = [(x - c) / s, s0]``, so the later steps read the raw rows with the affine map moved
-    onto w: ``<z, w> = <x - c, w_x / s> + s0 w_0`` and ``sum_i r_i z_i = [sum_i r_i (x_i - c)
-    / s, s0 sum_i r_i]``, the kept rows added exactly. The residual quantile's secret subset
-    is transformed when it is drawn.
+    reused buffer ``[Z, t]`` and accumulates its Gram matrix by BLAS syrk, and with it Z^T
+    clip(t, +-rho_0), the first step's gradient (at w = 0 every residual is -t_i; with
+    ``first_clip`` None, rho_0 = T and no clip acts). The rows that a clip changed (a few
+    percent) are kept; every other row is exactly ``z = [(x - c) / s, s0]``, so the later
+    steps read the raw rows with the affine map moved onto w: ``<z, w> = <x - c, w_x / s> + s0
+    w_0`` and ``sum_i r_i z_i = [sum_i r_i (x_i - c) / s, s0 sum_i r_i]``, the kept rows added
+    exactly. The residual quantile's secret subset is transformed when it is drawn.
     """
     X = np.asarray(X, dtype=float)
     y = np.asarray(y, dtype=float)
@@ -281,7 +298,8 @@ def dp_newton_rows(
     T = check_positive("target_bound", bounds.y_radius)
     n = X.shape[0]
     n_public = float(n if public_n is None else check_positive("public_n", public_n))
-    statistics = _BlockStatistics(X, np.clip(y - bounds.y_center, -T, T), bounds, T)
+    first = _checked_first_clip(T, first_clip)
+    statistics = _BlockStatistics(X, np.clip(y - bounds.y_center, -T, T), bounds, T, first)
     # one BLAS thread: the block products are too small to share, and on a busy machine a
     # second thread mostly spins (measured: the 101 x 101 eigh 0.2 s of CPU against 1 ms)
     with threadpool_limits(limits=1, user_api="blas"):
@@ -297,6 +315,7 @@ def dp_newton_rows(
             steps=steps,
             shares=shares,
             quantile_n=quantile_rows(n, n_public),
+            first_clip=first,
         )
 
 
@@ -310,9 +329,18 @@ class _BlockStatistics:
     """:class:`NewtonStatistics` of ``bounds.transform(X, y)`` computed block by block from X
     (see :func:`dp_newton_rows`)."""
 
-    def __init__(self, X: np.ndarray, t: np.ndarray, bounds: LinearBounds, T: float) -> None:
+    def __init__(
+        self,
+        X: np.ndarray,
+        t: np.ndarray,
+        bounds: LinearBounds,
+        T: float,
+        first: float | None = None,
+    ) -> None:
         self.X, self.t, self.bounds = X, t, bounds
         self.R, self.T = bounds.row_bound, T  # |t_i| <= T
+        # the first step's clip (<= T): the moment is Z^T clip(t, +-first)
+        self.first = _checked_first_clip(T, first)
         self.d = X.shape[1]
         self.p = self.d + 1 if bounds.intercept_scale > 0 else self.d
         self.scale = np.ones(self.d) if bounds.x_scale is None else bounds.x_scale
@@ -328,11 +356,13 @@ class _BlockStatistics:
         return np.hstack([Zx, np.full((Zx.shape[0], 1), self.bounds.intercept_scale)])
 
     def gram_pass(self) -> np.ndarray:
-        """Z^T Z (upper triangle); keeps Z^T t and the rows some clip changed.
+        """Z^T Z (upper triangle); keeps the first step's moment Z^T clip(t, +-first) and the
+        rows some clip changed.
 
         The features' block Z_x^T Z_x by BLAS syrk on a contiguous buffer; the intercept's row
-        and column from the column sums (``s0 1^T Z_x``, ``N s0^2``), Z^T t from Z_x^T t and
-        ``s0 sum t``; a row that the clip to R changes (by rounding) is corrected exactly.
+        and column from the column sums (``s0 1^T Z_x``, ``N s0^2``), the moment from Z_x^T t'
+        and ``s0 sum t'`` (t' = clip(t, +-first), t itself when first = T); a row that the
+        clip to R changes (by rounding) is corrected exactly.
         """
         from scipy.linalg.blas import dsyrk
 
@@ -347,6 +377,8 @@ class _BlockStatistics:
             Zx = buffer[: min(BLOCK_ROWS, n - start)]
             stop = start + Zx.shape[0]
             t = self.t[start:stop]
+            if self.first < self.T:
+                t = np.clip(t, -self.first, self.first)
             changed, norms = self.bounds.transform_block(self.X[start:stop], Zx)
             upper = dsyrk(1.0, Zx.T, beta=1.0, c=upper, trans=0, lower=0, overwrite_c=1)
             sums += np.vstack([np.ones_like(t), t]) @ Zx
@@ -379,7 +411,8 @@ class _BlockStatistics:
         if p > d:
             gram[:d, d] = s0 * sums[0]
             gram[d, d] = n * s0 * s0
-            self.moment[d] = s0 * float(np.sum(self.t))
+            first_t = self.t if self.first >= self.T else np.clip(self.t, -self.first, self.first)
+            self.moment[d] = s0 * float(np.sum(first_t))
         self.moment += moment_correction
         return gram + np.triu(correction)
 
@@ -433,7 +466,9 @@ class _BlockStatistics:
         return below, np.searchsorted(sample, grid, side="right")
 
     def clipped_gradient(self, w, rho):
-        if rho >= self.T and not np.any(w):  # every residual is -t_i and no clip acts
+        # at w = 0 every residual is -t_i: the moment, when its clip is rho's (rho >= T acts
+        # as T, since |t_i| <= T)
+        if min(rho, self.T) == self.first and not np.any(w):
             return -self.moment
         v, constant = self._affine(w)
         exact = np.clip(self.kept @ w - self.t[self.index], -rho, rho)
@@ -469,6 +504,7 @@ def newton_release(
     steps: int,
     shares: tuple[float, float, float],
     quantile_n: float,
+    first_clip: float | None = None,
 ) -> tuple[np.ndarray, dict[str, Any]]:
     """The noisy-Newton releases and iteration from exact statistics: the one place where its
     noise is drawn and its events recorded (:func:`dp_newton` has the mechanism).
@@ -478,6 +514,7 @@ def newton_release(
     residual quantile is taken on.
     """
     R, T = row_bound, target_bound
+    first = _checked_first_clip(T, first_clip)
     p = gram_upper.shape[0]
     sens = adassp_sensitivities(R, T, ledger.neighbouring)
     factor = sens.moment / (R * T)  # 2 under replace-one, 1 under zero-out
@@ -500,15 +537,18 @@ def newton_release(
     w = np.zeros(p)
     clips, stds = [], []
     release = 1
+    ceiling = T  # the largest clip a later step may take: T, then the last released clip
     for k in range(steps):
         if k == 0:
-            rho = T  # w = 0: |r_i| = |t_i| <= T
+            rho = first  # w = 0: |r_i| = |t_i| <= T; first <= T (a public choice)
         else:
             top = R * float(np.linalg.norm(w)) + T  # |<z, w> - t| <= R ||w|| + T: no upward miss
-            # and never above the previous clip: a later clip that grows is a failed release
-            # (the residuals shrink step by step), and the candidates above the residuals,
-            # which all score alike, outweigh the quantile at small budgets (post-processing)
-            top = min(top, rho)
+            # and never above the previous released clip: a later clip that grows is a failed
+            # release (the residuals shrink step by step), and the candidates above the
+            # residuals, which all score alike, outweigh the quantile at small budgets
+            # (post-processing). The first step's clip is not a release of the residuals: a
+            # first clip below T leaves the ceiling at T
+            top = min(top, ceiling)
             grid = log_grid(1e-6 * top, top, 1.01)
             grid[-1] = top
             below, at_or_below = statistics.residual_counts(w, grid)
@@ -521,7 +561,7 @@ def newton_release(
                 partition=partition,
             )
             release += 1
-            rho = min(RESIDUAL_MULTIPLIER * q.value, top)
+            rho = ceiling = min(RESIDUAL_MULTIPLIER * q.value, top)
         std = gaussian_release_std(factor * R * rho, mus[release])
         gradient = statistics.clipped_gradient(w, rho) + gaussian_noise(rng, std, p)
         ledger.record(
