@@ -184,11 +184,16 @@ class Groups:
         self.counts = np.bincount(slots, minlength=self.size)  # n_u
         self.longest = int(self.counts.max()) if slots.size else 0
         self.index = _device(slots, device)
-        self.count_tensor = _device(self.counts, device)
         self._users_upto: list[int] = []  # per size v: the users of 1 .. v records
         self._rows_upto: list[int] = []  # and their records (host, for the estimates)
         self._tilings: dict[tuple, Tiling] = {}
         self._candidates: dict[tuple, list] | None = None
+        self._user_candidates: dict[tuple, list] | None = None
+
+    @property
+    def count_tensor(self) -> torch.Tensor:
+        """(U,) the users' numbers of examples, on the device (for the clipped mean)."""
+        return _device(self.counts, self.device)
 
     def segment(self, value: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
         """(B, ...) -> (U, ...): the rows of each user summed, in ``dtype``."""
@@ -240,7 +245,9 @@ class Groups:
     def user_candidates(self) -> dict[tuple, list[tuple[int, int, bool]]]:
         """Tilings of one user a tile to consider: widths -> per class (width, tiles,
         gathered); the widths of :meth:`candidates`."""
-        out = {}
+        if self._user_candidates is not None:
+            return self._user_candidates
+        self._user_candidates = out = {}
         for widths in self.candidates():
             classes, lower = [], 0
             for width in widths:
@@ -264,53 +271,59 @@ class Groups:
             tiling = Tiling([whole], np.arange(self.batch), self.slots, self)
             self._tilings[key] = tiling
             return tiling
-        order = np.argsort(self.slots, kind="stable")  # examples user after user
-        ends = np.cumsum(self.counts)
-        classes, takes, owners, lower, start = [], [], [], 0, 0
+        counts = self.counts
+        # per user: its class, tile and offset in the tile; then every example placed at once
+        klass = np.full(self.size, -1, dtype=np.int64)
+        place = np.zeros(self.size, dtype=np.int64)  # tile * width + offset, in its class
+        widths_of, tiles_of, lower = [], [], 0
         for width in widths:  # the users of lower < n_u <= width
-            users = np.flatnonzero((self.counts > lower) & (self.counts <= width))
+            users = np.flatnonzero((counts > lower) & (counts <= width))
             lower = width
             if not len(users):
                 continue
-            sizes = self.counts[users]
+            sizes = counts[users]
             if not shared:  # one user a tile, in order
-                tile, offset = np.arange(len(users)), np.zeros(len(users), dtype=np.int64)
+                tile, offset = np.arange(len(users)), 0
             elif int(sizes.min()) == int(sizes.max()):  # one size n: width // n a tile, in order
-                per = width // int(sizes[0])
-                tile, offset = np.divmod(np.arange(len(users)), per)
+                tile, offset = np.divmod(np.arange(len(users)), width // int(sizes[0]))
                 offset = offset * int(sizes[0])
             else:
                 users = users[np.argsort(-sizes, kind="stable")]  # largest first
-                sizes = self.counts[users]
-                tile, offset = map(np.asarray, _pack(sizes.tolist(), width))
-            count = int(tile.max()) + 1
-            take = np.zeros(count * width, dtype=np.int64)
-            owner = np.full(count * width, self.size, dtype=np.int64)
-            # every example of these users: its place = tile * width + offset + rank in user
-            reps = np.repeat(np.arange(len(users)), sizes)
-            first = np.cumsum(sizes) - sizes
-            rank = np.arange(len(reps)) - first[reps]
-            place = (tile * width + offset)[reps] + rank
-            take[place] = order[(ends[users] - sizes)[reps] + rank]
-            owner[place] = users[reps]
-            classes.append(_Class(width, count, 0, owner, self.size))
-            takes.append(take)
-            owners.append(owner)
-        # classes in the order of their first rows: a batch whose classes are runs of rows
+                tile, offset = map(np.asarray, _pack(counts[users].tolist(), width))
+            klass[users] = len(widths_of)
+            place[users] = tile * width + offset
+            widths_of.append(width)
+            tiles_of.append(int(tile.max()) + 1)
+        order = np.argsort(self.slots, kind="stable")  # examples user after user
+        user = self.slots[order]
+        rank = np.arange(self.batch) - (np.cumsum(counts) - counts)[user]  # rank in its user
+        # classes in the order of their first examples: a batch whose classes are runs of rows
         # (a large user, then single records) needs no gather
-        ranks = np.argsort([int(t[0]) for t in takes], kind="stable")
-        classes, takes, owners = ([x[i] for i in ranks] for x in (classes, takes, owners))
-        for c, take in zip(classes, takes, strict=True):
-            c.start, start = start, start + len(take)
-        tiling = Tiling(classes, np.concatenate(takes), np.concatenate(owners), self)
+        first = np.full(len(widths_of), self.batch, dtype=np.int64)
+        np.minimum.at(first, klass[self.slots], np.arange(self.batch))
+        ranks = np.argsort(first, kind="stable")
+        sizes = np.array(widths_of, dtype=np.int64) * np.array(tiles_of, dtype=np.int64)
+        starts = np.zeros(len(widths_of), dtype=np.int64)
+        starts[ranks] = np.concatenate([[0], np.cumsum(sizes[ranks])[:-1]])
+        total = int(sizes.sum())
+        take = np.zeros(total, dtype=np.int64)
+        owner = np.full(total, self.size, dtype=np.int64)
+        at = starts[klass[user]] + place[user] + rank
+        take[at], owner[at] = order, user
+        classes = []
+        for k in ranks.tolist():
+            rows = owner[starts[k] : starts[k] + sizes[k]]
+            classes.append(_Class(widths_of[k], tiles_of[k], int(starts[k]), rows, self.size))
+        tiling = Tiling(classes, take, owner, self)
         self._tilings[key] = tiling
         return tiling
 
 
 def _slowdown(rows: int) -> float:
     """How much slower a batched Gram of tiles of ``rows`` rows runs than a large matmul, per
-    multiply-add (measured on a CPU core: about 6x for 1 row, 3x for 8, 1.4x for 16)."""
-    return (32 / min(32, rows)) ** 0.6
+    multiply-add (measured on a CPU core: about 6x for 2 rows, 3x for 8, 1.4x for 16; one row
+    is a squared norm)."""
+    return 1.0 if rows == 1 else (32 / min(32, rows)) ** 0.6  # 1 row: squared norms
 
 
 def tiling_cost(classes: list, t: int, width: int) -> float:
@@ -378,10 +391,16 @@ def pair_sums(
             a_c, g_c = a[rows], g[rows]
         else:
             a_c, g_c = a, g
-        products = _gram(a_c.reshape(c.tiles, -1, a.shape[2]), ndt)
-        if bias:
-            products += 1.0
-        products *= _gram(g_c.reshape(c.tiles, -1, g.shape[2]), ndt)
+        if c.width * t == 1:  # tiles of one row: the Grams are squared norms
+            products = _squared(a_c.reshape(c.tiles, -1), ndt).view(-1, 1, 1)
+            if bias:
+                products += 1.0
+            products *= _squared(g_c.reshape(c.tiles, -1), ndt).view(-1, 1, 1)
+        else:
+            products = _gram(a_c.reshape(c.tiles, -1, a.shape[2]), ndt)
+            if bias:
+                products += 1.0
+            products *= _gram(g_c.reshape(c.tiles, -1, g.shape[2]), ndt)
         if not c.single:  # the pairs of rows of one user only (a select: no 0 * inf)
             products.masked_fill_(c.off_user(t, g.device), 0.0)
         sums.append(products.sum(2).view(-1))  # per row (tiles x width T)
@@ -408,8 +427,9 @@ def _linear_costs(groups: Groups, b: int, t: int, d: int, p: int) -> dict[Any, f
     costs: dict[Any, float] = {
         ("tiles", k): tiling_cost(v, t, d + p + 1) for k, v in groups.candidates().items()
     }
-    for k, v in groups.user_candidates().items():
-        costs[("users", k)] = user_gradient_cost(v, t, d, p)
+    if t > 1:  # with one position a user's gradient costs as much as its examples'
+        for k, v in groups.user_candidates().items():
+            costs[("users", k)] = user_gradient_cost(v, t, d, p)
     costs["materialised"] = b * t * p * d + 2 * MEMORY_WEIGHT * b * p * d + 2 * CLASS_COST
     return costs
 
