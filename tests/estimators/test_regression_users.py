@@ -150,5 +150,6 @@ def test_the_fit_hands_adassp_user_scaled_rows(monkeypatch):
     (gram, moment), (gram_out, moment_out) = seen
     assert "clipped to l2 norm 5.196" in model.fit_info_["bounds"]  # R^2 = 27
     assert np.linalg.norm(gram - gram_out) <= 27.0 * (1 + 1e-9)
+    assert np.linalg.norm(moment - moment_out) <= math.sqrt(27.0) * 4.0 * (1 + 1e-9)
     # the intercept entry counts users: the 40-record user adds s0^2 = 9 once (not 40 times)
     assert gram[-1, -1] - gram_out[-1, -1] == pytest.approx(9.0)
