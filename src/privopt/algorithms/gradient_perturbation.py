@@ -34,6 +34,7 @@ import functools
 import math
 from collections.abc import Hashable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -196,6 +197,57 @@ def rdp_gradient_noise(
     return plan.calibrate(epsilon, delta).noise_std
 
 
+def noisy_sgd_plan(
+    n: int,
+    steps: int,
+    bound: float,
+    epsilon: float,
+    delta: float,
+    accounting: str,
+    unit: str = "record",
+) -> tuple[TrainingPlan, Any, float | None, bool]:
+    """Algorithm 2's calibrated plan: (plan, Theorem 11's solution or None, the RDP sigma or
+    None, whether Theorem 11's sigma runs).
+
+    Algorithm 2 on the training core: one uniformly sampled ``unit`` (a record, or a user: n is
+    then the number of users) per step, its gradient clipped at G = ``bound`` (a no-op within
+    the bound; it makes the sensitivity hold by construction), noise std sigma = (sigma / G) G,
+    w <- Proj_R(w - eta (g + b)), mean of w_1 .. w_T. One uncalibrated plan; the RDP analysis
+    calibrates it once, and Theorem 11 (a formula over a grid of beta, not a calibration) gives
+    the same plan at the paper's sigma with its own analysis; the smaller valid noise runs
+    (``accounting="auto"``).
+    """
+    plan = TrainingPlan(
+        n,
+        SampledWithoutReplacement(1, steps),
+        clip_norm=bound,
+        neighbouring="replace-one",
+        label=f"noisy SGD steps (one {unit} of {'n' if unit == 'record' else 'N'} per step)",
+    )
+    paper = theorem11_noise(epsilon, delta, n, steps, bound)
+    rdp_plan = plan.calibrate(epsilon, delta) if accounting != "paper" else None
+    rdp_sigma = None if rdp_plan is None else rdp_plan.noise_std
+    if accounting == "paper" and paper is None:
+        population = f"n={n}" if unit == "record" else f"N={n} users"
+        raise ValueError(
+            f"No beta in (0, 1) satisfies Theorem 11's conditions (32)-(33) at {population}, "
+            f"T={steps}, epsilon={epsilon:g}, delta={delta:g}; the paper's analysis certifies "
+            "nothing here (Lemma 13 is false for 18 <= n <= 43, "
+            "docs/theory/non-smooth-sgd.md#beta-in-practice). Use accounting='rdp' or "
+            "'auto', a larger epsilon, or fewer steps."
+        )
+    use_paper = accounting == "paper" or (
+        accounting == "auto" and paper is not None and paper.sigma <= rdp_sigma
+    )
+    if use_paper:
+        plan = dataclasses.replace(
+            plan, noise_multiplier=paper.sigma / bound, analysis=Theorem11Analysis(paper.order)
+        )
+    else:
+        plan = rdp_plan
+    return plan, paper, rdp_sigma, use_paper
+
+
 def dp_sgd_gradient(
     X: np.ndarray,
     y: np.ndarray,
@@ -254,39 +306,7 @@ def dp_sgd_gradient(
         raise ValueError(f"The {problem.loss.name} loss has no finite gradient bound on the ball.")
     n = problem.n
 
-    # Algorithm 2 on the training core: one uniformly sampled record per step, gradients
-    # clipped at G (a no-op within the bound; it makes the sensitivity hold by construction),
-    # noise std sigma = (sigma / G) G, w <- Proj_R(w - eta (g + b)), mean of w_1 .. w_T. One
-    # uncalibrated plan; the RDP analysis calibrates it once, and Theorem 11 (a formula over a
-    # grid of beta, not a calibration) gives the same plan at the paper's sigma with its own
-    # analysis; the smaller valid noise runs.
-    plan = TrainingPlan(
-        n,
-        SampledWithoutReplacement(1, steps),
-        clip_norm=bound,
-        neighbouring="replace-one",
-        label="noisy SGD steps (one record of n per step)",
-    )
-    paper = theorem11_noise(epsilon, delta, n, steps, bound)
-    rdp_plan = plan.calibrate(epsilon, delta) if accounting != "paper" else None
-    rdp_sigma = None if rdp_plan is None else rdp_plan.noise_std
-    if accounting == "paper" and paper is None:
-        raise ValueError(
-            f"No beta in (0, 1) satisfies Theorem 11's conditions (32)-(33) at n={n}, T={steps}, "
-            f"epsilon={epsilon:g}, delta={delta:g}; the paper's analysis certifies nothing here "
-            "(Lemma 13 is false for 18 <= n <= 43, "
-            "docs/theory/non-smooth-sgd.md#beta-in-practice). Use accounting='rdp' or "
-            "'auto', a larger epsilon, or fewer steps."
-        )
-    use_paper = accounting == "paper" or (
-        accounting == "auto" and paper is not None and paper.sigma <= rdp_sigma
-    )
-    if use_paper:
-        plan = dataclasses.replace(
-            plan, noise_multiplier=paper.sigma / bound, analysis=Theorem11Analysis(paper.order)
-        )
-    else:
-        plan = rdp_plan
+    plan, paper, rdp_sigma, use_paper = noisy_sgd_plan(n, steps, bound, epsilon, delta, accounting)
     sigma = paper.sigma if use_paper else rdp_sigma
     ledger = problem.ledger(ledger)
     coef, trace, info = execute(

@@ -30,7 +30,6 @@ released (:func:`refuse_under_users`).
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from collections.abc import Hashable, Mapping
 from typing import Any
@@ -39,9 +38,9 @@ import numpy as np
 
 from privopt._validate import check_delta_for_rows
 from privopt.accounting import PrivacyLedger, PrivacyUnit
-from privopt.algorithms.gradient_perturbation import Theorem11Analysis, theorem11_noise
+from privopt.algorithms.gradient_perturbation import noisy_sgd_plan
 from privopt.algorithms.holder_problem import HolderProblem
-from privopt.training import SGD, LossModel, Projected, SampledWithoutReplacement, TrainingPlan
+from privopt.training import SGD, LossModel, Projected
 from privopt.training import execute as execute_plan
 from privopt.training.result import FitResult
 from privopt.training.users import (
@@ -221,31 +220,9 @@ def user_dp_sgd_gradient(
     if not math.isfinite(bound):
         raise ValueError(f"The {problem.loss.name} loss has no finite gradient bound on the ball.")
     n = groups.num_users
-    plan = TrainingPlan(
-        n,
-        SampledWithoutReplacement(1, steps),
-        clip_norm=bound,
-        neighbouring="replace-one",
-        label="noisy SGD steps (one user of N per step)",
+    plan, paper, rdp_sigma, use_paper = noisy_sgd_plan(
+        n, steps, bound, epsilon, delta, accounting, unit="user"
     )
-    paper = theorem11_noise(epsilon, delta, n, steps, bound)
-    rdp_plan = plan.calibrate(epsilon, delta) if accounting != "paper" else None
-    rdp_sigma = None if rdp_plan is None else rdp_plan.noise_std
-    if accounting == "paper" and paper is None:
-        raise ValueError(
-            f"No beta in (0, 1) satisfies Theorem 11's conditions (32)-(33) at N={n} users, "
-            f"T={steps}, epsilon={epsilon:g}, delta={delta:g}. Use accounting='rdp' or 'auto', "
-            "a larger epsilon, or fewer steps."
-        )
-    use_paper = accounting == "paper" or (
-        accounting == "auto" and paper is not None and paper.sigma <= rdp_sigma
-    )
-    if use_paper:
-        plan = dataclasses.replace(
-            plan, noise_multiplier=paper.sigma / bound, analysis=Theorem11Analysis(paper.order)
-        )
-    else:
-        plan = rdp_plan
     sigma = paper.sigma if use_paper else rdp_sigma
     rows = UserRows.build(problem.X, problem.y, groups)
     scratch = PrivacyLedger("replace-one", unit=PrivacyUnit.USER)  # events; statements below
