@@ -82,13 +82,9 @@ class _FitContext:
 _CONTEXT: ContextVar[_FitContext | None] = ContextVar("privopt_fit_context", default=None)
 
 
-def resolve_feature_bounds(feature_bounds: Any, n_features: int) -> np.ndarray:
-    """Public bounds as an (n_features, 2) array; a dict maps DataFrame column names to pairs.
-
-    The dict must name every column of the DataFrame being fitted, and nothing else.
-    """
-    if not isinstance(feature_bounds, Mapping):
-        return check_feature_bounds(feature_bounds, n_features)
+def fitted_columns() -> tuple[str, ...]:
+    """The string column names of the DataFrame being fitted, for ``feature_bounds`` given as
+    a dict by column name (refused for arrays)."""
     context = _CONTEXT.get()
     columns = None if context is None else context.columns
     if columns is None:
@@ -96,6 +92,17 @@ def resolve_feature_bounds(feature_bounds: Any, n_features: int) -> np.ndarray:
             "feature_bounds given as a dict by column name needs X to be a DataFrame with "
             "string column names; give an (n_features, 2) array for arrays."
         )
+    return columns
+
+
+def resolve_feature_bounds(feature_bounds: Any, n_features: int) -> np.ndarray:
+    """Public bounds as an (n_features, 2) array; a dict maps DataFrame column names to pairs.
+
+    The dict must name every column of the DataFrame being fitted, and nothing else.
+    """
+    if not isinstance(feature_bounds, Mapping):
+        return check_feature_bounds(feature_bounds, n_features)
+    columns = fitted_columns()
     missing = [c for c in columns if c not in feature_bounds]
     extra = [k for k in feature_bounds if k not in columns]
     if missing or extra:

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 
 from privopt.accounting import PrivacyLedger
-from privopt.estimators._base import _CONTEXT, public_linear_bounds
+from privopt.estimators._base import fitted_columns, public_linear_bounds
 from privopt.releases.known_columns import KnownColumns
 from privopt.releases.preprocess import LinearBounds
 
@@ -65,13 +65,7 @@ def _feature_pairs(feature_bounds: Any, n_features: int) -> tuple[list, list[str
     if feature_bounds is None:
         return [None] * n_features, None
     if isinstance(feature_bounds, Mapping):
-        context = _CONTEXT.get()
-        columns = None if context is None else context.columns
-        if columns is None:
-            raise ValueError(
-                "feature_bounds given as a dict by column name needs X to be a DataFrame with "
-                "string column names; give an (n_features, 2) array for arrays."
-            )
+        columns = fitted_columns()
         unknown = [k for k in feature_bounds if k not in columns]
         if unknown:
             raise ValueError(f"feature_bounds names columns that X does not have: {unknown}.")
