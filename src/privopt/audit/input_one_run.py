@@ -369,7 +369,9 @@ ONE_RUN_ESTIMATOR_AUDITS: dict[str, OneRunEstimatorAudit] = {
         base_repeats=63,
         epsilon=1.0,
         fits=32,
-        control_factor=1.0 / 100.0,
+        # noise / 100 measured 0.98 against the claim 1 (64 fits, seed 1) once the quality
+        # release held 5% of the rows (and so of the canaries) out of the fit; noise / 300: 4.07
+        control_factor=1.0 / 300.0,
         note="N = 4096 (the shuffling bound holds up to epsilon about 1); one step of N per "
         "canary, the claim is the shuffling bound's",
     ),

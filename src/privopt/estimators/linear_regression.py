@@ -44,7 +44,7 @@ from privopt.estimators._users import (
 from privopt.estimators._utility import warn_if_useless, warn_if_worse_than_mean
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
 from privopt.releases.coarse_bounds import coarse_quantile_bounds, coarse_releases
-from privopt.releases.fit_quality import QUALITY_SHARE, private_r2
+from privopt.releases.fit_quality import QUALITY_SHARE, private_r2, quality_holdout
 from privopt.releases.known_columns import (
     SCREEN_SHARE,
     KnownColumns,
@@ -64,33 +64,26 @@ __all__ = ["DPLinearRegression"]
 METHODS = ("auto", "newton", "adassp", "ambssgd", "ssgd", "dpsgd", "ftrl-sigma")
 #: methods whose preprocessing shares the rows and the GDP budget (sequential composition)
 SEQUENTIAL = ("newton", "adassp", "ambssgd")
-#: methods whose public radii are tightened by private quantiles (AdaSSP keeps Wang's public
-#: bounds as given, the form its audits and comparisons use)
+#: methods whose public radii are tightened by private quantiles (AdaSSP keeps Wang's as given)
 TIGHTENED = ("newton", "ambssgd")
 #: the preprocessing share of mu^2 never exceeds this; refusal when more would be needed
 MAX_PREPROCESS_SHARE = 0.3
 MAX_SHARE_NEEDED = 1.0
-#: share of mu^2 spent tightening public radii (two quantile releases) for the sequential
-#: methods: 3x OLS -> 1.4x for noisy Newton on x ~ N(0, I_20) with |x_j| <= 5, N = 200,000
+#: share of mu^2 tightening public radii (2 quantiles): Newton 3x -> 1.4x OLS, N(0, I_20), |x| <= 5
 TIGHTEN_SHARE = 0.05
-#: fewer rows than this keep the public radii as given (a quantile of a handful of rows is
-#: mostly noise)
+#: fewer rows than this keep the public radii as given (a quantile of few rows is noise)
 MIN_TIGHTEN_ROWS = 500
 #: the full private bounds (7 d + 6 units) are used while their rank budget needs at most this
 #: share of mu^2 (they then take at most MAX_PREPROCESS_SHARE); beyond it the coarse bounds
 #: (2 d + 3 units, :mod:`privopt.releases.coarse_bounds`) take at most COARSE_MAX_SHARE
 FULL_BOUNDS_MAX_SHARE = 1.0
-#: 0.4 (0.3, the full bounds' cap, left the bounds' releases failing more often than the
-#: method's noise cost: the power plant at epsilon = 0.1 on 5,000 rows, 20 seeds, median test
-#: R^2 0.75 -> 0.84 with COARSE_TARGET_SIGMAS = 3)
+#: 0.4 (0.3 left the bounds' releases failing more often than the method's noise cost: power
+#: plant, epsilon 0.1, 5,000 rows, 20 seeds, median test R^2 0.75 -> 0.84)
 COARSE_MAX_SHARE = 0.4
-#: fewer ranks than this per coarse release (m mu_each) is refused. The power-plant table at
-#: epsilon = 1 (d = 4, 10 subsamples each, median (worst) test R^2): 150 rows (6 ranks at share
-#: 0.3) -6.7e6, 300 rows (12) -66, 350 rows (15.8 at share 0.4) -0.002 (-10,416), 450 rows
-#: (20.3) 0.63 (-0.07), 520 rows (23.5) 0.78 (-0.04), 700 rows (31.6) 0.84 (0.12): below about
-#: 20 ranks failed releases are common and the clip counts (whose noise is then a large share
-#: of m) no longer catch them; 23 leaves a margin above the last disaster seen. It keeps the
-#: issue's 5,000 rows at epsilon = 0.1 (26.2 ranks) and 2,000 at 0.3 (29.4)
+#: fewer ranks than this per coarse release (m mu_each) is refused. Power plant, epsilon 1,
+#: d = 4, median (worst) test R^2: 300 rows (12 ranks) -66, 350 (15.8) -0.002 (-10,416), 450
+#: (20.3) 0.63 (-0.07), 520 (23.5) 0.78 (-0.04), 700 (31.6) 0.84 (0.12): 23 leaves a margin
+#: above the last failure seen and keeps 5,000 rows at epsilon 0.1 (26.2), 2,000 at 0.3 (29.4)
 MIN_COARSE_RANKS = 23.0
 #: DP-AMBSSGD's private second moment takes this share of the method's mu^2
 AMBSSGD_MOMENT_SHARE = 0.1
@@ -214,10 +207,10 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     its training rows, one Gaussian release at QUALITY_SHARE = 5% of mu^2 taken from the
     method's budget, :func:`~privopt.releases.fit_quality.private_r2`; its standard error is
     ``fit_info_["private_r2_se"]``; a :class:`~privopt.estimators._utility.UtilityWarning` fires
-    when it is not two standard errors above 0; NaN for the self-calibrating methods, whose
-    budget is not in GDP), ``privacy_report_`` (a
-    :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes and
-    keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_`` (configuration
+    when it is not two standard errors above 0; the self-calibrating methods release it on a
+    held-out slice, :func:`~privopt.releases.fit_quality.quality_holdout`), ``privacy_report_``
+    (a :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes
+    and keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_`` (configuration
     used; ``known_ranges`` names the columns whose ranges were public or found binary),
     ``n_features_in_``.
     """
@@ -301,7 +294,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             method, n, d, bounds, mu, rng, ledger, lambda rows: (X[rows], y[rows])
         )
         if groups is not None:  # all rows to AdaSSP; its quality release weighted by user
-            self._quality = (*self._quality, groups.record_weights(), groups.num_users)
+            self._quality.update(weights=groups.record_weights(), units=groups.num_users)
         keep = np.ones(n, dtype=bool)
         keep[excluded] = False
         main_rows = np.flatnonzero(keep)  # the rows the method reads (sorted)
@@ -357,11 +350,11 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.coef_, self.intercept_ = bounds.to_original(w)
         quality = self.__dict__.pop("_quality", None)
         self.private_r2_, r2_se = math.nan, math.nan
-        if quality is not None:  # (take, n, mu, rng[, per-record user weights, N users])
-            take, n, mu_quality, rng, *by_user = quality
-            weights, units = by_user or (None, n)
-            kw = {"mu": mu_quality, "rng": rng, "ledger": ledger, "weights": weights}
-            self.private_r2_, r2_se = private_r2(self.coef_, self.intercept_, bounds, take, n, **kw)
+        if quality is not None:  # take, n, mu, rng[, weights, units (N users), partition]
+            q, units = dict(quality), quality.get("units", quality["n"])
+            args = (self.coef_, self.intercept_, bounds, q.pop("take"), q.pop("n"))
+            q.pop("units", None)
+            self.private_r2_, r2_se = private_r2(*args, ledger=ledger, **q)
             warn_if_worse_than_mean(self, method, self.private_r2_, r2_se, units, stacklevel=5)
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
@@ -373,6 +366,15 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         return self
 
     def _preprocess(self, method, n, d, bounds, mu, rng, ledger, take) -> tuple:
+        """:meth:`_bounds_and_budget`, then for a self-calibrating method the held-out slice of
+        its quality release (:func:`~privopt.releases.fit_quality.quality_holdout`)."""
+        args = (method, n, d, bounds, mu, rng, ledger, take)
+        bounds, mu_main, excluded = self._bounds_and_budget(*args)
+        if method not in SEQUENTIAL:
+            excluded, self._quality = quality_holdout(n, excluded, take, mu, rng)
+        return bounds, mu_main, excluded
+
+    def _bounds_and_budget(self, method, n, d, bounds, mu, rng, ledger, take) -> tuple:
         """The method's bounds and GDP budget, and the rows it must not read: (bounds, mu_main,
         excluded), the same draws from ``rng`` in the same order in memory and on Dask.
 
@@ -383,7 +385,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         none = np.empty(0, dtype=np.int64)
         self._quality = None
         if method in SEQUENTIAL:  # the quality release shares the rows (sequential composition)
-            self._quality = (take, n, mu * math.sqrt(QUALITY_SHARE), rng)
+            self._quality = {"take": take, "n": n, "mu": mu * math.sqrt(QUALITY_SHARE), "rng": rng}
             mu = mu * math.sqrt(1.0 - QUALITY_SHARE)
         public = isinstance(bounds, LinearBounds)
         if public and method in TIGHTENED and n >= MIN_TIGHTEN_ROWS:

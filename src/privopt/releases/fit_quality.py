@@ -37,7 +37,7 @@ from privopt.noise.rng import gaussian_noise
 from privopt.releases.preprocess import LinearBounds
 from privopt.training.calibrate import gaussian_release_std
 
-__all__ = ["QUALITY_CLIP", "QUALITY_ROWS", "QUALITY_SHARE", "private_r2"]
+__all__ = ["QUALITY_CLIP", "QUALITY_ROWS", "QUALITY_SHARE", "private_r2", "quality_holdout"]
 
 #: share of the fit's mu^2 spent on the quality release (the method gets 1 - this, less the
 #: preprocessing's share): 5% costs the method's noise 2.5%
@@ -48,6 +48,40 @@ QUALITY_CLIP = 0.25
 #: at most this many rows (a fixed stride, public) are read: the release's noise is then
 #: far below its sums, and the pass costs at most one X @ w on 10^5 rows
 QUALITY_ROWS = 100_000
+
+
+#: the self-calibrating methods' held-out slice: n // QUALITY_HOLDOUT_DIVISOR rows, at most
+#: QUALITY_HOLDOUT_MAX (the release's noise is then a few percent of its sums), none below
+#: QUALITY_HOLDOUT_MIN (the estimate would be noise)
+QUALITY_HOLDOUT_DIVISOR = 20
+QUALITY_HOLDOUT_MAX = 2_000
+QUALITY_HOLDOUT_MIN = 100
+
+
+def quality_holdout(
+    n: int,
+    excluded: np.ndarray,
+    take: Callable[[np.ndarray], tuple[np.ndarray, np.ndarray]],
+    mu: float,
+    rng: np.random.Generator,
+) -> tuple[np.ndarray, dict | None]:
+    """(the rows the method must not read, the quality release's arguments or None) for a
+    method that calibrates itself to (epsilon, delta) (Poisson DP-SGD, DP-SSGD, DP-FTRL-Sigma),
+    whose budget is not a GDP share to split.
+
+    A secret uniform slice of min(QUALITY_HOLDOUT_MAX, n // QUALITY_HOLDOUT_DIVISOR) of the rows
+    not in ``excluded`` (its size public) is held out of the fit; :func:`private_r2` then runs
+    on it at the fit's full mu in its own partition "quality": the slice is disjoint from the
+    method's rows and from the bounds' slice, so the releases compose in parallel and the
+    claim is unchanged (McSherry 2009, parallel composition). The estimate is out of sample.
+    Below QUALITY_HOLDOUT_MIN rows nothing is held out (no estimate).
+    """
+    m = min(QUALITY_HOLDOUT_MAX, n // QUALITY_HOLDOUT_DIVISOR)
+    if m < QUALITY_HOLDOUT_MIN:
+        return excluded, None
+    rows = np.sort(rng.choice(np.setdiff1d(np.arange(n), excluded), m, replace=False))
+    quality = {"take": lambda r: take(rows[r]), "n": m, "mu": mu, "rng": rng}
+    return np.union1d(excluded, rows).astype(np.int64), {**quality, "partition": "quality"}
 
 
 def private_r2(
