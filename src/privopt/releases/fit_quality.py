@@ -80,7 +80,7 @@ def quality_holdout(
     if m < QUALITY_HOLDOUT_MIN:
         return excluded, None
     rows = np.sort(rng.choice(np.setdiff1d(np.arange(n), excluded), m, replace=False))
-    quality = {"take": lambda r: take(rows[r]), "n": m, "mu": mu, "rng": rng}
+    quality = {"take": lambda r: take(rows[r]), "n": m, "mu": mu, "rng": rng, "units": n}
     return np.union1d(excluded, rows).astype(np.int64), {**quality, "partition": "quality"}
 
 
