@@ -100,27 +100,36 @@ def audit_coarse_bounds(
     """(claimed epsilon, black-box audit) of the released target centre over ``runs`` fits on
     D and ``runs`` on D' (module docstring). Raises if the fits did not take the coarse
     bounds (the audit would then test nothing)."""
-    from privopt.estimators import DPLinearRegression
 
     check_positive("epsilon", epsilon)
     runs = check_count("runs", runs, minimum=8)
     X, y, y_neighbour = bounds_audit_data(rows, seed)
+    missing = (
+        f"The fit at epsilon={epsilon:g} on {rows} rows did not release coarse bounds; choose a "
+        "smaller epsilon or fewer rows."
+    )
+    with _capture_and_maybe_plant(planted) as centres:
+        pairs = ((X, y), (X, y_neighbour))
+        return _paired_fits(pairs, centres, missing, epsilon, delta, runs, seed, confidence)
+
+
+def _paired_fits(pairs, released, missing, epsilon, delta, runs, seed, confidence):
+    """(claimed epsilon, audit) of ``runs`` default fits on each of ``pairs`` = ((X, y) with the
+    canary, (X', y') without), each fit's score the one value it appended to ``released``."""
+    from privopt.estimators import DPLinearRegression
+
     scores: dict[bool, list[float]] = {True: [], False: []}
     claimed = 0.0
-    with _capture_and_maybe_plant(planted) as centres, warnings.catch_warnings():
+    with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # utility warnings of a data set built for the audit
         for k in range(runs):
-            for present, target in ((True, y), (False, y_neighbour)):
+            for present, (features, target) in zip((True, False), pairs, strict=True):
                 fit_seed = (seed * 1_000_003 + 2 * k + int(present)) % 2**32
-                model = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=fit_seed).fit(
-                    X, target
-                )
-                if len(centres) != 1:
-                    raise RuntimeError(
-                        f"The fit at epsilon={epsilon:g} on {rows} rows did not release coarse "
-                        "bounds; choose a smaller epsilon or fewer rows."
-                    )
-                scores[present].append(centres.pop())
+                model = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=fit_seed)
+                model.fit(features, target)
+                if len(released) != 1:
+                    raise RuntimeError(missing)
+                scores[present].append(released.pop())
                 claimed = max(claimed, float(model.privacy_report_.epsilon))
     result = audit_scores(
         np.array(scores[True]), np.array(scores[False]), delta=delta, confidence=confidence
@@ -159,7 +168,6 @@ def audit_binary_screen(
     one). The planted bug releases the exact counts (the ledger unchanged). Raises if a fit
     released no screen (the audit would then test nothing)."""
     import privopt.releases.known_columns as screen_module
-    from privopt.estimators import DPLinearRegression
 
     check_positive("epsilon", epsilon)
     runs = check_count("runs", runs, minimum=8)
@@ -172,23 +180,10 @@ def audit_binary_screen(
         released.append(float(counts[0] if planted else noisy[0]))
         return noisy
 
-    scores: dict[bool, list[float]] = {True: [], False: []}
-    claimed = 0.0
-    with mock.patch.object(screen_module, "noisy_counts", tapped), warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        for k in range(runs):
-            for present, features in ((True, X), (False, X_neighbour)):
-                fit_seed = (seed * 1_000_003 + 2 * k + int(present)) % 2**32
-                model = DPLinearRegression(epsilon=epsilon, delta=delta, random_state=fit_seed)
-                model.fit(features, y)
-                if len(released) != 1:
-                    raise RuntimeError(
-                        f"The fit at epsilon={epsilon:g} on {rows} rows released no binary-column "
-                        "screen; choose a larger epsilon or more rows."
-                    )
-                scores[present].append(released.pop())
-                claimed = max(claimed, float(model.privacy_report_.epsilon))
-    result = audit_scores(
-        np.array(scores[True]), np.array(scores[False]), delta=delta, confidence=confidence
+    missing = (
+        f"The fit at epsilon={epsilon:g} on {rows} rows released no binary-column screen; "
+        "choose a larger epsilon or more rows."
     )
-    return claimed, result
+    with mock.patch.object(screen_module, "noisy_counts", tapped):
+        pairs = ((X, y), (X_neighbour, y))
+        return _paired_fits(pairs, released, missing, epsilon, delta, runs, seed, confidence)
