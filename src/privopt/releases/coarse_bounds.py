@@ -55,12 +55,13 @@ from privopt.clipping.quantiles import (
     private_interval_quantile,
     value_grid,
 )
-from privopt.noise.rng import gaussian_noise
 from privopt.releases.known_columns import KnownColumns
 from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
     BOX_SIGMAS,
+    CLIP_COUNTS_LABEL,
     box_norm,
+    release_counts,
     row_level,
     tail_level,
 )
@@ -242,13 +243,7 @@ def coarse_quantile_bounds(
         counts = np.append(counts, np.count_nonzero(np.abs(target - y_center) > y_radius))
     if counts.size:
         count_std = gaussian_release_std(math.sqrt(counts.size), mu_counts)
-        noisy = counts + gaussian_noise(rng, count_std, counts.size)
-        ledger.record(
-            GaussianEvent(
-                math.sqrt(counts.size), count_std, label="private clip counts of the boxes"
-            ),
-            partition=partition,
-        )
+        noisy = release_counts(counts, count_std, rng, ledger, partition, CLIP_COUNTS_LABEL)
         limit = DROP_FRACTION * m + 2.0 * count_std
         failed = np.zeros(n_features, dtype=bool)
         failed[count_columns] = noisy[: count_columns.size] > limit

@@ -266,6 +266,19 @@ def first_step_clip(bounds: LinearBounds) -> float | None:
     return min(bounds.y_radius, FIRST_STEP_SIGMAS * bounds.y_scale)
 
 
+#: the ledger label of the boxes' clip-count vector (full and coarse bounds)
+CLIP_COUNTS_LABEL = "private clip counts of the boxes"
+
+
+def release_counts(counts, std, rng, ledger, partition, label) -> np.ndarray:
+    """``counts`` + N(0, std^2) each, recorded as one Gaussian vector release: each count moves
+    by at most 1 when one record changes, so the vector's l2 sensitivity is sqrt(len)."""
+    counts = np.asarray(counts, dtype=float)
+    noisy = counts + gaussian_noise(rng, std, counts.size)
+    ledger.record(GaussianEvent(math.sqrt(counts.size), std, label=label), partition=partition)
+    return noisy
+
+
 def private_quantile_bounds(
     X: np.ndarray,
     y: np.ndarray,
@@ -424,11 +437,8 @@ def private_quantile_bounds(
     columns = np.flatnonzero(free)
     if columns.size:
         outer = distance[:, columns] > tolerance[columns]
-        n_outer = np.count_nonzero(outer, axis=0) + gaussian_noise(rng, count_std, columns.size)
-        ledger.record(
-            GaussianEvent(math.sqrt(columns.size), count_std, label="private outer counts"),
-            partition=partition,
-        )
+        exact = np.count_nonzero(outer, axis=0)
+        n_outer = release_counts(exact, count_std, rng, ledger, partition, "private outer counts")
         for i, j in enumerate(columns):
             if n_outer[i] >= MIN_OUTER_RANKS / bounded_range_epsilon(mu_each):
                 candidates = extent_grid  # a collapsed range: the whole grid
@@ -456,13 +466,7 @@ def private_quantile_bounds(
         counts.append([np.count_nonzero(y_distance > WIDEN * y_radius)])
     counts = np.concatenate(counts)
     if counts.size:
-        noisy = counts + gaussian_noise(rng, count_std, counts.size)
-        ledger.record(
-            GaussianEvent(
-                math.sqrt(counts.size), count_std, label="private clip counts of the boxes"
-            ),
-            partition=partition,
-        )
+        noisy = release_counts(counts, count_std, rng, ledger, partition, CLIP_COUNTS_LABEL)
         limit = CLIP_LIMIT * m + 2.0 * count_std
         k = count_columns.size
         narrow = np.zeros(n_features, dtype=bool)
