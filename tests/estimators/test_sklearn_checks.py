@@ -103,8 +103,14 @@ def test_feature_bounds_by_column_name_for_a_dataframe():
     np.testing.assert_array_equal(named.coef_, plain.coef_)
     clf = DPLinearClassifier(feature_bounds=by_name, steps=500, random_state=0)
     clf.fit(frame, y > 0)
+    # a dict naming some columns is partial public bounds for the regression (the others'
+    # bounds are released privately and the report says which were public) ...
+    partial = {"a": (-1, 1), "b": (-2, 2)}
+    some = DPLinearRegression(feature_bounds=partial, **kwargs).fit(frame, y)
+    assert any("['a', 'b']" in text for text in some.privacy_report_.assumptions)
+    # ... and is refused by the classifier, which has no private bounds for single columns
     with pytest.raises(ValueError, match="missing \\['c'\\]"):
-        DPLinearRegression(feature_bounds={"a": (-1, 1), "b": (-2, 2)}, **kwargs).fit(frame, y)
+        DPLinearClassifier(feature_bounds=partial, steps=50).fit(frame, y > 0)
     with pytest.raises(ValueError, match="needs X to be a DataFrame"):
         DPLinearRegression(feature_bounds=by_name, **kwargs).fit(X, y)
 
