@@ -398,7 +398,9 @@ def fit(
         print(json.dumps(payload))
         return
     report.render(console)
-    if payload["private_r2"] is not None:
+    if model.fit_info_["method"] == "intercept-only":  # a constant: R^2 <= 0, nothing released
+        console.print("\nThe model is the intercept only (its R^2 is at most 0); see the warning.")
+    elif payload["private_r2"] is not None:
         console.print(
             f"\nPrivate estimate of the model's R^2 on its training rows: "
             f"{payload['private_r2']:.3f} (standard error {payload['private_r2_se']:.3f}; "

@@ -194,3 +194,21 @@ def test_coarse_bounds_audit_refuses_a_fit_without_coarse_bounds():
 
     with pytest.raises(RuntimeError, match="did not release coarse bounds"):
         audit_coarse_bounds(epsilon=4.0, runs=8)
+
+
+def test_intercept_only_audit_passes_and_catches_a_mean_released_without_noise():
+    """Issue 31 item 2: the intercept-only fallback (301 rows, epsilon 1) audited on its
+    released intercept; the planted bug (the clipped mean without its noise) is caught."""
+    from privopt.audit.pipeline_bounds import audit_intercept_only
+
+    claimed, correct = audit_intercept_only()
+    assert claimed <= 1.0 and correct.epsilon_lower_bound <= claimed
+    claimed_bug, broken = audit_intercept_only(planted=True)
+    assert broken.epsilon_lower_bound > claimed_bug
+
+
+def test_intercept_only_audit_refuses_a_fit_with_features():
+    from privopt.audit.pipeline_bounds import audit_intercept_only
+
+    with pytest.raises(RuntimeError, match="was not intercept-only"):
+        audit_intercept_only(rows=3001, runs=8)

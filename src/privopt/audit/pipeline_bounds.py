@@ -1,5 +1,6 @@
 """Black-box audits of the private bounds of the bounds-free default: the coarse bounds at small
-epsilon, and the binary-column screen (:func:`audit_binary_screen`).
+epsilon, the binary-column screen (:func:`audit_binary_screen`) and the intercept-only model of
+the fewest rows (:func:`audit_intercept_only`).
 
 The white-box pipeline audits (:mod:`privopt.audit.pipeline_audits`) put canaries into the
 Gaussian releases of the fit; the private bounds are exponential-mechanism releases of
@@ -39,7 +40,14 @@ from privopt._validate import check_count, check_positive
 from privopt.audit.blackbox import AuditResult, audit_scores
 from privopt.clipping.quantiles import QuantileRelease
 
-__all__ = ["audit_binary_screen", "audit_coarse_bounds", "bounds_audit_data", "screen_audit_data"]
+__all__ = [
+    "audit_binary_screen",
+    "audit_coarse_bounds",
+    "audit_intercept_only",
+    "bounds_audit_data",
+    "intercept_only_audit_data",
+    "screen_audit_data",
+]
 
 
 def bounds_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -186,4 +194,60 @@ def audit_binary_screen(
     )
     with mock.patch.object(screen_module, "noisy_counts", tapped):
         pairs = ((X, y), (X_neighbour, y))
+        return _paired_fits(pairs, released, missing, epsilon, delta, runs, seed, confidence)
+
+
+def intercept_only_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(X, y of D, y of D'): two uniform features, every target 0 but the audited last record's,
+    which is far above (1,000) in D and 0 in D' (its features are 0 in both: the zero record).
+    The targets' median is then 0 on both and their spread collapses, so the clipped mean moves
+    by a whole clip radius over m between D and D' and nothing else differs."""
+    rows = check_count("rows", rows, minimum=5)
+    rng = np.random.default_rng([seed, 43])
+    X = rng.uniform(-1.0, 1.0, (rows, 2))
+    X[-1] = 0.0
+    y = np.zeros(rows)
+    y[-1] = 1_000.0
+    return X, y, np.zeros(rows)
+
+
+def audit_intercept_only(
+    *,
+    epsilon: float = 1.0,
+    delta: float = 1e-6,
+    rows: int = 301,
+    runs: int = 200,
+    planted: bool = False,
+    confidence: float = 0.95,
+    seed: int = 0,
+) -> tuple[float, AuditResult]:
+    """(claimed epsilon, black-box audit) of the intercept-only fallback of the bounds-free
+    default (:func:`~privopt.releases.coarse_bounds.intercept_only_bounds`), the score the
+    fitted intercept, over ``runs`` fits on D and on D' (:func:`intercept_only_audit_data`).
+    The planted bug releases the clipped mean without its Gaussian noise (the ledger
+    unchanged). Raises if a fit was not intercept-only (the audit would then test nothing)."""
+    import privopt.estimators.linear_regression as estimator_module
+    import privopt.releases.coarse_bounds as coarse_module
+
+    check_positive("epsilon", epsilon)
+    runs = check_count("runs", runs, minimum=8)
+    X, y, y_neighbour = intercept_only_audit_data(rows, seed)
+    original = estimator_module.intercept_only_bounds
+    released: list[float] = []
+
+    def tapped(*args, **kwargs):
+        bounds = original(*args, **kwargs)
+        released.append(float(bounds.y_center))  # the model's intercept
+        return bounds
+
+    missing = (
+        f"The fit at epsilon={epsilon:g} on {rows} rows was not intercept-only; choose fewer "
+        "rows or a smaller epsilon."
+    )
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(mock.patch.object(estimator_module, "intercept_only_bounds", tapped))
+        if planted:
+            noiseless = mock.patch.object(coarse_module, "gaussian_noise", lambda *a, **k: 0.0)
+            stack.enter_context(noiseless)
+        pairs = ((X, y), (X, y_neighbour))
         return _paired_fits(pairs, released, missing, epsilon, delta, runs, seed, confidence)

@@ -147,9 +147,13 @@ def fit_row_source(est: Any, source: RowSource, sample_weight: Any = None) -> An
         est.feature_names_in_ = np.asarray(source.feature_names, dtype=object)
     ledger, rng, mu, bounds = est._start_fit(method, d)
     bounds, mu_main, excluded = est._preprocess(method, n, d, bounds, mu, rng, ledger, source.take)
-    budget = est._method_budget(method, mu_main)
-    request = MethodRequest(method, est, excluded, bounds, budget, rng, ledger, n - excluded.size)
-    w, trace, info, reasons = source.run_method(request)
-    est._finish_fit(method, w, trace, info, reasons, bounds, ledger)  # DP-AMBSSGD's _bounds
+    if est.__dict__.pop("_intercept_only", False):  # too few rows for any feature's bounds
+        est._finish_fit("intercept-only", np.zeros(d + 1), [], {}, [], bounds, ledger)
+    else:
+        budget = est._method_budget(method, mu_main)
+        n_main = n - excluded.size
+        request = MethodRequest(method, est, excluded, bounds, budget, rng, ledger, n_main)
+        w, trace, info, reasons = source.run_method(request)
+        est._finish_fit(method, w, trace, info, reasons, bounds, ledger)  # AMBSSGD's _bounds
     est.fit_info_["backend"] = source.backend
     return est

@@ -122,22 +122,32 @@ R2_MARGIN_SES = 2.0
 
 
 def warn_if_worse_than_mean(
-    estimator, method: str, r2: float, se: float, n: int, stacklevel: int = 3
-) -> None:
+    estimator, method: str, r2: float | None, se: float | None, n: int, stacklevel: int = 3,
+    fallback: str | None = None,
+) -> None:  # fmt: skip
     """A :class:`UtilityWarning` when a fit's private R^2 (a released value:
     :func:`privopt.releases.fit_quality.private_r2`) is not above zero by R2_MARGIN_SES
     standard errors, with the numbers and what would help (post-processing: no privacy
-    cost)."""
-    if not r2 - R2_MARGIN_SES * se <= 0.0:
+    cost); always when ``fallback`` (why the fit fell back from the usual bounds, see
+    :mod:`privopt.estimators._bounds_ladder`) is given, with the same numbers (``r2`` None: the
+    intercept-only model, whose R^2 is at most 0 by construction)."""
+    if fallback is None and not r2 - R2_MARGIN_SES * se <= 0.0:
         return
     bounds = "public bounds" if estimator.feature_bounds is not None else "no public bounds"
+    worse = "the fit is not expected to beat predicting the mean: its"
+    verdict = f"{fallback}; its" if fallback else worse
+    quality = (
+        f"{verdict} R^2 is at most 0 (a constant)"
+        if r2 is None
+        else f"{verdict} private R^2 estimate is {r2:.3g} +- {se:.2g} (clipped residuals, "
+        "released with a small share of the budget)"
+    )
     warnings.warn(
-        f"DPLinearRegression(method={method!r}): the fit is not expected to beat predicting "
-        f"the mean: its private R^2 estimate is {r2:.3g} +- {se:.2g} (clipped residuals, "
-        f"released with a small share of the budget) at epsilon={estimator.epsilon:g}, "
-        f"delta={estimator.delta:g}, {n} rows, {estimator.n_features_in_} features, {bounds}. "
-        "What would help: more epsilon or more rows, public feature_bounds/target_bounds "
-        "(privopt fit --bounds) if they are tight, or fewer features.",
+        f"DPLinearRegression(method={method!r}): {quality} at "
+        f"epsilon={estimator.epsilon:g}, delta={estimator.delta:g}, {n} rows, "
+        f"{estimator.n_features_in_} features, {bounds}. What would help: more epsilon or more "
+        "rows, public feature_bounds/target_bounds (privopt fit --bounds) if they are tight, "
+        "or fewer features.",
         UtilityWarning,
         stacklevel=stacklevel,
     )

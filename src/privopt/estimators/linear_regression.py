@@ -15,11 +15,17 @@ from privopt._validate import check_delta_for_rows
 from privopt.accounting import gdp_mu
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
 from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator, weighted_rows
+from privopt.estimators._bounds_ladder import (  # noqa: F401 (the plan's constants: their earlier home)
+    COARSE_MAX_SHARE,
+    FULL_BOUNDS_MAX_SHARE,
+    MAX_PREPROCESS_SHARE,
+    MIN_COARSE_RANKS,
+    bounds_plan,
+)
 from privopt.estimators._input import validate_rows
 from privopt.estimators._partial_bounds import known_plan, resolve_partial_bounds
 from privopt.estimators._private_bounds import (
-    PUBLIC_BOUNDS_HINT,  # noqa: F401 (re-exported: its earlier home)
-    QUANTILE_RANK_BUDGET,
+    PUBLIC_BOUNDS_HINT,
     PrivateBoundsMixin,
     quantile_slice_rows,  # noqa: F401 (re-exported: its earlier home)
 )
@@ -43,7 +49,7 @@ from privopt.estimators._users import (
 )
 from privopt.estimators._utility import warn_if_useless, warn_if_worse_than_mean
 from privopt.noise import IdentityCovariance, LowRankPlusRidgeCovariance
-from privopt.releases.coarse_bounds import coarse_quantile_bounds, coarse_releases
+from privopt.releases.coarse_bounds import coarse_quantile_bounds, intercept_only_bounds
 from privopt.releases.fit_quality import QUALITY_SHARE, private_r2, quality_holdout
 from privopt.releases.known_columns import (
     SCREEN_SHARE,
@@ -55,7 +61,6 @@ from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
     QUANTILE_ROWS,
     private_quantile_bounds,
-    quantile_releases,
     tighten_public_bounds,
 )
 
@@ -66,25 +71,10 @@ METHODS = ("auto", "newton", "adassp", "ambssgd", "ssgd", "dpsgd", "ftrl-sigma")
 SEQUENTIAL = ("newton", "adassp", "ambssgd")
 #: methods whose public radii are tightened by private quantiles (AdaSSP keeps Wang's as given)
 TIGHTENED = ("newton", "ambssgd")
-#: the preprocessing share of mu^2 never exceeds this; refusal when more would be needed
-MAX_PREPROCESS_SHARE = 0.3
-MAX_SHARE_NEEDED = 1.0
 #: share of mu^2 tightening public radii (2 quantiles): Newton 3x -> 1.4x OLS, N(0, I_20), |x| <= 5
 TIGHTEN_SHARE = 0.05
 #: fewer rows than this keep the public radii as given (a quantile of few rows is noise)
 MIN_TIGHTEN_ROWS = 500
-#: the full private bounds (7 d + 6 units) are used while their rank budget needs at most this
-#: share of mu^2 (they then take at most MAX_PREPROCESS_SHARE); beyond it the coarse bounds
-#: (2 d + 3 units, :mod:`privopt.releases.coarse_bounds`) take at most COARSE_MAX_SHARE
-FULL_BOUNDS_MAX_SHARE = 1.0
-#: 0.4 (0.3 left the bounds' releases failing more often than the method's noise cost: power
-#: plant, epsilon 0.1, 5,000 rows, 20 seeds, median test R^2 0.75 -> 0.84)
-COARSE_MAX_SHARE = 0.4
-#: fewer ranks than this per coarse release (m mu_each) is refused. Power plant, epsilon 1,
-#: d = 4, median (worst) test R^2: 300 rows (12 ranks) -66, 350 (15.8) -0.002 (-10,416), 450
-#: (20.3) 0.63 (-0.07), 520 (23.5) 0.78 (-0.04), 700 (31.6) 0.84 (0.12): 23 leaves a margin
-#: above the last failure seen and keeps 5,000 rows at epsilon 0.1 (26.2), 2,000 at 0.3 (29.4)
-MIN_COARSE_RANKS = 23.0
 #: DP-AMBSSGD's private second moment takes this share of the method's mu^2
 AMBSSGD_MOMENT_SHARE = 0.1
 #: uniforms drawn per call when replaying the N secret row labels of earlier versions
@@ -293,6 +283,14 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         bounds, mu_main, excluded = self._preprocess(
             method, n, d, bounds, mu, rng, ledger, lambda rows: (X[rows], y[rows])
         )
+        if self.__dict__.pop("_intercept_only", False):  # too few rows for features' bounds
+            if sample_weight is not None:  # (a public decision: N, d, epsilon, delta)
+                raise ValueError(
+                    f"{n} rows are too few for private feature bounds at epsilon="
+                    f"{self.epsilon:g}; the intercept-only fallback takes no sample_weight. "
+                    + PUBLIC_BOUNDS_HINT
+                )
+            return self._finish_fit("intercept-only", np.zeros(d + 1), [], {}, [], bounds, ledger)
         if groups is not None:  # all rows to AdaSSP; its quality release weighted by user
             self._quality.update(weights=groups.record_weights(), units=groups.num_users)
         keep = np.ones(n, dtype=bool)
@@ -350,12 +348,16 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.coef_, self.intercept_ = bounds.to_original(w)
         quality = self.__dict__.pop("_quality", None)
         self.private_r2_, r2_se = math.nan, math.nan
-        if quality is not None:  # take, n, mu, rng[, weights, units (N users), partition]
+        note = self.__dict__.pop("_fallback", None)  # the ladder's lower rungs: always warned
+        if method == "intercept-only":  # a constant's R^2 is at most 0: nothing to release
+            self.private_r2_, r2_se = 0.0, 0.0
+            warn_if_worse_than_mean(self, method, None, None, quality["n"], 5, note)
+        elif quality is not None:  # take, n, mu, rng[, weights, units (N users), partition]
             q, units = dict(quality), quality.get("units", quality["n"])
             args = (self.coef_, self.intercept_, bounds, q.pop("take"), q.pop("n"))
             q.pop("units", None)
             self.private_r2_, r2_se = private_r2(*args, ledger=ledger, **q)
-            warn_if_worse_than_mean(self, method, self.private_r2_, r2_se, units, stacklevel=5)
+            warn_if_worse_than_mean(self, method, self.private_r2_, r2_se, units, 5, note)
         self.privacy_report_ = ledger.report(self.delta)
         self.fit_trace_ = trace
         self.fit_info_ = {"method": method, "bounds": bounds.describe(), **describe(info)}
@@ -383,7 +385,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         preprocessing slice (empty when the preprocessing shares the rows).
         """
         none = np.empty(0, dtype=np.int64)
-        self._quality = None
+        self._quality, self._fallback = None, None
         if method in SEQUENTIAL:  # the quality release shares the rows (sequential composition)
             self._quality = {"take": take, "n": n, "mu": mu * math.sqrt(QUALITY_SHARE), "rng": rng}
             mu = mu * math.sqrt(1.0 - QUALITY_SHARE)
@@ -410,8 +412,15 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             # private quantiles on a secret subset, sharing the rows (and the budget, in exact
             # GDP) with the method: mu^2 = mu_pre^2 + mu_main^2
             m = min(n, QUANTILE_ROWS)
-            coarse, share = self._bounds_plan(m, d, mu)
+            plan = bounds_plan(self, m, d, mu)  # the ladder: full, coarse, intercept-only
+            self._fallback = plan.fallback
             Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
+            if plan.kind == "intercept-only":  # no feature's bounds: the fit is these releases
+                self._intercept_only = True  # (and the quality's share is theirs: R^2 <= 0)
+                mu = math.hypot(mu, self._quality["mu"])
+                bounds = intercept_only_bounds(ys, np.arange(m), d, mu=mu, rng=rng, ledger=ledger)
+                return bounds, 0.0, none
+            coarse, share = plan.coarse, plan.share
             known, screen = self._screen(Xs, ys, m, known, mu * math.sqrt(share), rng, ledger)
             # the screen's share comes on top of the bounds' (from the method's): with nothing
             # found the bounds keep their planned budget (at 10% less, one power-plant seed of
@@ -477,57 +486,6 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
                 "(newton, adassp, ambssgd, ssgd, ftrl-sigma)."
             )
         return self.neighbouring
-
-    def _bounds_plan(self, m: int, d: int, mu: float) -> tuple[bool, float]:
-        """(coarse, share of mu^2) of the private bounds on m rows (public quantities only).
-
-        Analysis (issue 31): noisy Newton needs from the bounds only a centre and a scale per
-        column and a row radius; the full bounds' outer extents and clip counts (4 d + 2 of
-        their 7 d + 6 units) pay for heavy tails and atoms when m mu is large. When the full
-        bounds would need more than FULL_BOUNDS_MAX_SHARE of mu^2 for QUANTILE_RANK_BUDGET ranks
-        per unit (they were refused there: the power-plant table at epsilon = 0.1, 7,654 rows),
-        the coarse bounds (:func:`~privopt.releases.coarse_bounds.coarse_quantile_bounds`:
-        a median and a spread per column, the row radius, one vector of clip counts) take the
-        share that gives them the same ranks, at least ``preprocess_fraction`` and at most
-        COARSE_MAX_SHARE: with 2 d + 3 exponential-mechanism units they need about 1.8x fewer
-        rows. Below that they still fit with fewer ranks per release (the clip counts drop a
-        feature or widen the target whose release failed); only when a release would have
-        fewer than MIN_COARSE_RANKS ranks (m mu_each: failed releases are then common and too
-        noisy to detect, and the fit is worse than the mean: see the constant) is the fit
-        refused, naming the rows needed. Measured on the power-plant table (20 seeds, test
-        R^2 median, worst): epsilon = 0.1 0.867, 0.609 (the table's ranges as public bounds
-        0.865, 0.825; OLS 0.928; refused before), on 5,000 rows 0.844, -0.044; epsilon = 0.3
-        on 2,000 rows 0.824, 0.007; epsilon = 0.3 and 1 on 7,654 rows keep the full bounds
-        (0.913 and 0.928).
-        """
-        full = (QUANTILE_RANK_BUDGET * math.sqrt(quantile_releases(d)) / (m * mu)) ** 2
-        if full <= FULL_BOUNDS_MAX_SHARE:
-            return False, self._preprocessing_share(m, d, mu)
-        k = coarse_releases(d)
-        share = (QUANTILE_RANK_BUDGET * math.sqrt(k) / (m * mu)) ** 2
-        share = min(max(share, self.preprocess_fraction), COARSE_MAX_SHARE)
-        ranks = m * mu * math.sqrt(share / k)
-        if ranks < MIN_COARSE_RANKS:
-            needed = math.ceil(MIN_COARSE_RANKS * math.sqrt(k / COARSE_MAX_SHARE) / mu)
-            self._refuse(m, needed, "private preprocessing (no public bounds given)")
-        return True, share
-
-    def _preprocessing_share(self, m: int, d: int, mu: float) -> float:
-        """Share of mu^2 for the private quantiles on m rows: enough for QUANTILE_RANK_BUDGET
-        = m mu_each (about 60 ranks of exponential-mechanism resolution per release), between
-        ``preprocess_fraction`` and 0.3; refused when even all of mu^2 would not give it.
-
-        The floor (0.1 by default, 1/30 before) was set on public tables (benchmarks/
-        public_tables.py, 8 seeds): the clip counts and central quantiles of features with
-        atoms and heavy tails need it (King County houses 0.916x -> 0.932x OLS's test R^2,
-        Beijing PM2.5 0.932x -> 0.947x, the worst seed of the seven tables 0.83 -> 0.82-0.90),
-        while noisy Newton's own loss is small (paper model 1.12x -> 1.14x OLS)."""
-        k = quantile_releases(d)
-        share = (QUANTILE_RANK_BUDGET * math.sqrt(k) / (m * mu)) ** 2
-        if share > MAX_SHARE_NEEDED:
-            needed = math.ceil(QUANTILE_RANK_BUDGET * math.sqrt(k / MAX_SHARE_NEEDED) / mu)
-            self._refuse(m, needed, "private preprocessing (no public bounds given)")
-        return min(max(share, self.preprocess_fraction), MAX_PREPROCESS_SHARE)
 
     def _method_budget(self, method: str, mu: float) -> MethodBudget:
         """The one budget handed to the method: the fit's target and the GDP mu left to it

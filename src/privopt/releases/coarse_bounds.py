@@ -42,6 +42,7 @@ exactly. Each release is chosen from earlier releases only.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 
 import numpy as np
 from scipy.stats import norm
@@ -55,6 +56,7 @@ from privopt.clipping.quantiles import (
     private_interval_quantile,
     value_grid,
 )
+from privopt.noise.rng import gaussian_noise
 from privopt.releases.known_columns import KnownColumns
 from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
@@ -67,7 +69,12 @@ from privopt.releases.quantile_bounds import (
 )
 from privopt.training.calibrate import gaussian_release_std
 
-__all__ = ["coarse_budgets", "coarse_quantile_bounds", "coarse_releases"]
+__all__ = [
+    "coarse_budgets",
+    "coarse_quantile_bounds",
+    "coarse_releases",
+    "intercept_only_bounds",
+]
 
 #: the target is clipped to +-COARSE_TARGET_SIGMAS robust sigmas (the full bounds' 8 are
 #: widened only when their clip counts say so; here the first Newton step's noise, which scales
@@ -116,6 +123,48 @@ MEDIAN_GRID_RATIO = 1.01
 #: grid ratio of the spreads: 25% (an order of magnitude is what a box needs; 155 candidates
 #: over 1e-6 .. 1e9 instead of 708 at 5%)
 SPREAD_GRID_RATIO = 1.25
+
+
+@dataclass(frozen=True)
+class _ColumnReleases:
+    """The exponential-mechanism quantiles of one column on m public rows, each recorded as the
+    Gaussian event that dominates it (sensitivity-1 scores)."""
+
+    m: int
+    rng: np.random.Generator
+    ledger: PrivacyLedger
+    partition: object
+
+    def quantile(self, sorted_values, q, candidates, budget, label) -> float:
+        release = private_interval_quantile(
+            sorted_values, q, candidates, mu=budget, rng=self.rng, n=float(self.m)
+        )
+        self.ledger.record(
+            GaussianEvent(1.0, 1.0 / release.mu, label=f"{label} (exponential mechanism)"),
+            partition=self.partition,
+        )
+        return release.value
+
+    def column(
+        self, values: np.ndarray, budget: float, label: str, *, centred: bool = True,
+        spread_budget: float | None = None,
+    ) -> tuple[float, float]:  # fmt: skip
+        """(centre, robust sigma; 0 when the spread collapsed): the median at ``budget`` (0
+        when not ``centred``) and the ``1 - 2 tau`` spread about it at ``spread_budget``
+        (default ``budget``)."""
+        spread_budget = budget if spread_budget is None else spread_budget
+        level = 1.0 - 2.0 * tail_level(self.m, spread_budget)
+        centre = 0.0
+        if centred:
+            grid = value_grid(ratio=MEDIAN_GRID_RATIO)
+            centre = self.quantile(np.sort(values), 0.5, grid, budget, f"private median of {label}")
+        deviation = np.sort(np.abs(values - centre))
+        spreads = log_grid(GRID_RANGE[0], GRID_RANGE[1], SPREAD_GRID_RATIO)
+        label = f"private {level:.3g}-spread of {label}"
+        spread = self.quantile(deviation, level, spreads, spread_budget, label)
+        if spread <= GRID_RANGE[0]:  # the lowest candidate: an atom holds the level
+            return centre, 0.0
+        return centre, spread / float(norm.ppf(0.5 + level / 2.0))
 
 
 def coarse_releases(n_features: int) -> int:
@@ -185,32 +234,11 @@ def coarse_quantile_bounds(
     mu_each, mu_target, mu_radius, mu_counts = coarse_budgets(
         n_features, mu, int(free.sum()), target_free
     )
-    centres = value_grid(ratio=MEDIAN_GRID_RATIO)
-    spreads = log_grid(GRID_RANGE[0], GRID_RANGE[1], SPREAD_GRID_RATIO)
-
-    def quantile(sorted_values, q, candidates, budget, label) -> float:
-        release = private_interval_quantile(
-            sorted_values, q, candidates, mu=budget, rng=rng, n=float(m)
-        )
-        ledger.record(
-            GaussianEvent(1.0, 1.0 / release.mu, label=f"{label} (exponential mechanism)"),
-            partition=partition,
-        )
-        return release.value
+    releases = _ColumnReleases(m, rng, ledger, partition)
+    quantile = releases.quantile
 
     def column(values: np.ndarray, budget: float, label: str) -> tuple[float, float]:
-        """(centre, robust sigma; 0 when the spread collapsed)."""
-        level = 1.0 - 2.0 * tail_level(m, budget)
-        centre = 0.0
-        if fit_intercept:
-            centre = quantile(np.sort(values), 0.5, centres, budget, f"private median of {label}")
-        deviation = np.sort(np.abs(values - centre))
-        spread = quantile(
-            deviation, level, spreads, budget, f"private {level:.3g}-spread of {label}"
-        )
-        if spread <= GRID_RANGE[0]:  # the lowest candidate: an atom holds the level
-            return centre, 0.0
-        return centre, spread / float(norm.ppf(0.5 + level / 2.0))
+        return releases.column(values, budget, label, centred=fit_intercept)
 
     sample = np.asarray(X[rows], dtype=float)
     half = (known.high - known.low) / 2.0
@@ -284,4 +312,55 @@ def coarse_quantile_bounds(
         source="private",
         x_scale=x_scale,
         x_box=x_box,
+    )
+
+
+#: shares of mu^2 of the intercept-only model's three releases: the target's median, its
+#: spread (the clip of the mean and of the quality release) and the clipped mean
+INTERCEPT_ONLY_SHARES = (0.4, 0.2, 0.4)
+
+
+def intercept_only_bounds(
+    y: np.ndarray,
+    rows: np.ndarray,
+    n_features: int,
+    *,
+    mu: float,
+    rng: np.random.Generator,
+    ledger: PrivacyLedger,
+    partition: object = None,
+) -> LinearBounds:
+    """The intercept-only model's releases, for rows too few for any feature's bounds.
+
+    On the m records ``rows`` (public size), in mu-GDP (shares INTERCEPT_ONLY_SHARES of mu^2):
+    the target's private median c and spread (as in :func:`coarse_quantile_bounds`), the radius
+    T = COARSE_TARGET_SIGMAS robust sigmas, and the Gaussian mean of ``clip(y - c, -T, T)`` over
+    the public m (sensitivity T / m under zero-out, 2 T / m under replace-one). The returned
+    bounds centre the target at ``c`` plus that mean and drop every feature (infinite scale:
+    coefficient 0), so that the model fitted on them with w = 0 is the intercept-only model
+    (its intercept the centre); the feature columns are never read.
+    """
+    mu = check_positive("mu", mu)
+    rows = np.asarray(rows)
+    m = check_count("preprocessing rows", rows.size, minimum=2)
+    mu_median, mu_spread, mu_mean = (mu * math.sqrt(s) for s in INTERCEPT_ONLY_SHARES)
+    target = np.asarray(y[rows], dtype=float)
+    releases = _ColumnReleases(m, rng, ledger, partition)
+    centre, scale = releases.column(target, mu_median, "the target", spread_budget=mu_spread)
+    radius = COARSE_TARGET_SIGMAS * (scale if scale > 0.0 else 1.0)
+    sensitivity = ledger.neighbouring.contribution_factor * radius / m
+    std = gaussian_release_std(sensitivity, mu_mean)
+    ledger.record(
+        GaussianEvent(sensitivity, std, label="private clipped mean of the target"),
+        partition=partition,
+    )
+    mean = float(np.clip(target - centre, -radius, radius).sum() / m + gaussian_noise(rng, std))
+    return LinearBounds(
+        x_center=np.zeros(n_features),
+        y_center=centre + mean,
+        x_radius=1.0,
+        y_radius=radius,
+        intercept_scale=1.0,
+        source="private",
+        x_scale=np.full(n_features, np.inf),
     )
