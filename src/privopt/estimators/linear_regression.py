@@ -103,9 +103,13 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     the whole budget (small N epsilon: the power-plant table at epsilon = 0.1), coarse bounds
     take their place (:mod:`privopt.releases.coarse_bounds`: a median and a spread per column,
     the row radius and one vector of clip counts, 2 d + 3 releases instead of 7 d + 6; see
-    :meth:`_bounds_plan` for the analysis); a fit is refused, with the rows needed and the way
-    out (public bounds), only where a coarse release would have fewer than 23 ranks of
-    resolution (about 510 rows at epsilon = 1 and d = 4) or a disjoint slice does not fit.
+    :mod:`privopt.estimators._bounds_ladder` for the analysis). Below the rows those need
+    (about 520 at epsilon = 1 and d = 4) the coarse bounds take a larger share of the budget,
+    then the model is the intercept only (the target's private median, spread and clipped
+    mean; ``fit_info_["method"] == "intercept-only"``), each with a
+    :class:`~privopt.estimators._utility.UtilityWarning`; a fit is refused, with the rows needed
+    and the way out (public bounds), only where even the target's median would have fewer than
+    23 ranks of resolution (158 rows at epsilon = 1) or a disjoint slice does not fit.
 
     Methods (``method``):
 
