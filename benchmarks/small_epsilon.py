@@ -8,9 +8,11 @@ the bundled power-plant table (80/20 split per seed, also on 5,000 and 2,000 tra
 synthetic low-signal tables (Gaussian or Student-t(3) features, OLS R^2 0.08-0.2), and one-hot
 Adult (the public encoding of privopt.datasets.adult, y in {-1, 1}; 10 or 25 columns drawn once,
 4,000 or 15,000 training rows per seed, the full test split; public bounds = the encoded
-training split's column ranges and (-1, 1)). Run:
-``python benchmarks/small_epsilon.py [--seeds 20] [--only adult]``; writes
-small_epsilon_results.json (with --only, the rows run are merged into it).
+training split's column ranges and (-1, 1)). With ``--tables DIR``
+(the CSVs of benchmarks/public_tables.py, which are not shipped) the same rows for each of its
+tables at epsilon 0.1, 0.3 and 1 (80/20 split per seed; public bounds the training split's
+ranges). Run: ``python benchmarks/small_epsilon.py [--seeds 20] [--only adult] [--tables DIR]``;
+writes small_epsilon_results.json (with --only, the rows run are merged into it).
 """
 
 from __future__ import annotations
@@ -68,6 +70,15 @@ def _adult(seed: int, rows: int, columns: int):
     return Xtr[sample][:, chosen], ytr[sample], Xte[:, chosen], yte, ranges
 
 
+def _public_table(seed: int, directory: Path, spec: dict):
+    import public_tables
+
+    X, y = public_tables.load(directory, spec)
+    order = np.random.default_rng(1000 + seed).permutation(len(y))
+    k = int(0.8 * len(y))
+    return X[order[:k]], y[order[:k]], X[order[k:]], y[order[k:]]
+
+
 def _row(name, epsilon, seeds, data):
     out = {"ols": [], "public_bounds": [], "no_bounds": []}
     warned = silent_bad = 0
@@ -103,6 +114,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=20)
     parser.add_argument("--only", default="", help="run only the tables whose name has this")
+    parser.add_argument("--tables", type=Path, help="the CSVs of benchmarks/public_tables.py")
     args = parser.parse_args()
     plan = [("power plant", e, lambda s: _power_plant(s, None)) for e in (0.1, 0.3, 1.0)]
     plan.append(("power plant 5,000", 0.1, lambda s: _power_plant(s, 5000)))
@@ -113,6 +125,17 @@ def main() -> None:
     for rows_, columns in ((4000, 10), (15000, 25)):
         name = f"adult one-hot {rows_} x {columns}"
         plan.append((name, 1.0, lambda s, r=rows_, c=columns: _adult(s, r, c)))
+    if args.tables is not None:
+        import sys
+
+        sys.path.insert(0, str(HERE))
+        import public_tables
+
+        for table, spec in public_tables.TABLES.items():
+            if (args.tables / spec["file"]).exists():
+                for e in (0.1, 0.3, 1.0):
+                    data = lambda s, t=spec: _public_table(s, args.tables, t)  # noqa: E731
+                    plan.append((f"public {table}", e, data))
     out = HERE / "small_epsilon_results.json"
     done = json.loads(out.read_text()) if args.only and out.exists() else []
     for name, epsilon, data in plan:

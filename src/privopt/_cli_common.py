@@ -284,9 +284,11 @@ def _run_app(app: typer.Typer, argv: list[str] | None) -> None:
 MODEL_FORMAT = "privopt-linear-model/1"
 
 
-def read_linear_model(path: Path) -> tuple[Any, float, list[str]]:
-    """(coef, intercept, feature names) of a ``privopt fit`` model file, validated: a tampered
-    or foreign file is a one-line ``ValueError`` naming what is wrong."""
+def read_linear_model(path: Path) -> tuple[Any, float, list[str], Any]:
+    """(coef, intercept, feature names, feature range (d, 2)) of a ``privopt fit`` model file,
+    validated: a tampered or foreign file is a one-line ``ValueError`` naming what is wrong. The
+    range (null: unbounded) is what a prediction clips each feature to; files written before it
+    existed have none (no clipping)."""
     import math
 
     import numpy as np
@@ -317,4 +319,31 @@ def read_linear_model(path: Path) -> tuple[Any, float, list[str]]:
     values = np.asarray(coef, dtype=float)
     if not (np.all(np.isfinite(values)) and math.isfinite(float(intercept))):
         raise ValueError(f"Model file {path}: coefficients must be finite.")
-    return values, float(intercept), list(names)
+    return values, float(intercept), list(names), _feature_range(path, model, len(names))
+
+
+def _feature_range(path: Path, model: dict, d: int) -> Any:
+    """The model file's optional ``feature_range``: d pairs [low, high], null for unbounded."""
+    import numpy as np
+
+    given = model.get("feature_range")
+    bad = ValueError(
+        f"Model file {path}: 'feature_range' must be a list of {d} [low, high] pairs (numbers "
+        "or null) with low < high."
+    )
+    if given is None:
+        return np.tile([-np.inf, np.inf], (d, 1))
+    if not isinstance(given, list) or len(given) != d:
+        raise bad
+    out = np.empty((d, 2))
+    for j, pair in enumerate(given):
+        if not isinstance(pair, list) or len(pair) != 2:
+            raise bad
+        for k, (value, none) in enumerate(zip(pair, (-np.inf, np.inf), strict=True)):
+            number = isinstance(value, int | float) and not isinstance(value, bool)
+            if value is not None and not number:
+                raise bad
+            out[j, k] = none if value is None else float(value)
+    if not np.all(out[:, 0] < out[:, 1]) or np.any(np.isnan(out)):
+        raise bad
+    return out

@@ -380,6 +380,10 @@ def fit(
         "target": table.target,
         "coef": model.coef_.tolist(),
         "intercept": float(model.intercept_),
+        # where predict clips each feature (null: unbounded)
+        "feature_range": [
+            [float(v) if np.isfinite(v) else None for v in pair] for pair in model.feature_range_
+        ],
         "epsilon": report.epsilon,
         "delta": report.delta,
         "rho": report.rho,
@@ -455,8 +459,9 @@ def predict(
 
     from privopt.datasets import load_features
 
-    coef, intercept, names = read_linear_model(model_path)
-    predictions = load_features(data, names) @ coef + intercept
+    coef, intercept, names, feature_range = read_linear_model(model_path)
+    low, high = feature_range.T  # the model's features, clipped as in its fit
+    predictions = np.clip(load_features(data, names), low, high) @ coef + intercept
     text = "prediction\n" + "\n".join(f"{p:.10g}" for p in predictions) + "\n"
     if out is not None:
         out.write_text(text)

@@ -196,17 +196,20 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         max_sample_weight: public bound on ``fit``'s ``sample_weight`` (weighted least squares;
             see :func:`privopt.estimators._base.sample_weight_factors`).
 
-    Fitted attributes: ``coef_``, ``intercept_``, ``private_r2_`` (for ``newton``, ``adassp``,
-    ``ambssgd`` and so for ``auto``'s noisy Newton: a private estimate of the fit's clipped R^2 on
-    its training rows, one Gaussian release at QUALITY_SHARE = 5% of mu^2 taken from the
-    method's budget, :func:`~privopt.releases.fit_quality.private_r2`; its standard error is
-    ``fit_info_["private_r2_se"]``; a :class:`~privopt.estimators._utility.UtilityWarning` fires
-    when it is not two standard errors above 0; the self-calibrating methods release it on a
-    held-out slice, :func:`~privopt.releases.fit_quality.quality_holdout`), ``privacy_report_``
-    (a :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes
-    and keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_`` (configuration
-    used; ``known_ranges`` names the columns whose ranges were public or found binary),
-    ``n_features_in_``.
+    Fitted attributes: ``coef_``, ``intercept_``, ``feature_range_`` ((d, 2): the interval each
+    feature was box-clipped to in the fit, (-inf, inf) where it was not; :meth:`predict` clips
+    to it, so predictions use the model on the features it was fitted on), ``private_r2_`` (for
+    ``newton``, ``adassp``, ``ambssgd`` and so for ``auto``'s noisy Newton: a private estimate
+    of the fit's clipped R^2 on its training rows, one Gaussian release at QUALITY_SHARE = 5% of
+    mu^2 taken from the method's budget, :func:`~privopt.releases.fit_quality.private_r2`; its
+    standard error is ``fit_info_["private_r2_se"]``; a
+    :class:`~privopt.estimators._utility.UtilityWarning` fires when it is not two standard
+    errors above 0; the self-calibrating methods release it on a held-out slice,
+    :func:`~privopt.releases.fit_quality.quality_holdout`), ``privacy_report_`` (a
+    :class:`~privopt.accounting.PrivacyReport`; ``epsilon``, ``delta``, ``rho`` are attributes
+    and keys), ``fit_trace_`` (:class:`~privopt.algorithms.FitTrace`), ``fit_info_``
+    (configuration used; ``known_ranges`` names the columns whose ranges were public or found
+    binary), ``n_features_in_``.
     """
 
     #: noisy Newton's gradient clip is a private quantile: it scales its events' sensitivity
@@ -215,6 +218,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     _private_outputs = (
         "coef_",
         "intercept_",
+        "feature_range_",
         "fit_trace_",
         "fit_info_",
         "private_r2_",
@@ -350,6 +354,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             f"DPLinearRegression(method={method!r})", reasons, method_fixes(method), stacklevel=4
         )
         self.coef_, self.intercept_ = bounds.to_original(w)
+        self.feature_range_ = bounds.feature_range()
         quality = self.__dict__.pop("_quality", None)
         self.private_r2_, r2_se = math.nan, math.nan
         note = self.__dict__.pop("_fallback", None)  # the ladder's lower rungs: always warned
@@ -556,7 +561,10 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
 
     # -- prediction ----------------------------------------------------------------------------
     def predict(self, X: Any) -> np.ndarray:
-        """Predictions <x, coef_> + intercept_ (post-processing: no privacy cost)."""
+        """Predictions <clip(x), coef_> + intercept_, each feature clipped to its
+        ``feature_range_`` (the box the fit clipped it to; infinite where it did not), so the
+        model is applied to the features it was fitted on (post-processing: no privacy cost)."""
         check_is_fitted(self)
         X = validate_rows(self, X, reset=False, dtype=np.float64)
-        return X @ self.coef_ + self.intercept_
+        low, high = getattr(self, "feature_range_", np.array([[-np.inf, np.inf]])).T
+        return np.clip(X, low, high) @ self.coef_ + self.intercept_

@@ -111,7 +111,9 @@ def private_r2(
     X, y = take(rows)
     X, y = np.asarray(X, dtype=float), np.asarray(y, dtype=float)
     c = QUALITY_CLIP * bounds.y_radius
-    residual = np.nan_to_num((y - (X @ coef + intercept)) / c, nan=1.0, posinf=1.0, neginf=1.0)
+    low, high = bounds.feature_range().T  # the model's own prediction: clipped features
+    prediction = np.clip(X, low, high) @ coef + intercept
+    residual = np.nan_to_num((y - prediction) / c, nan=1.0, posinf=1.0, neginf=1.0)
     centred = (y - bounds.y_center) / c
     exact = np.array(
         [

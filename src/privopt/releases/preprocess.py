@@ -183,6 +183,27 @@ class LinearBounds:
             changed |= scaled
         return changed, lengths * factors
 
+    def feature_range(self) -> np.ndarray:
+        """(d, 2): per feature, the interval [c - b s, c + b s] in the caller's units to which
+        :meth:`transform` box-clips it (centre c, scale s, box b), or (-inf, inf) where it does
+        not (no box, a feature outside ``box_mask``, or a dropped feature: infinite scale).
+
+        The model fitted on transformed rows is linear in the box-clipped features, so a
+        prediction clips to this range first: outside it the linear form extrapolates beyond
+        anything the fit saw (a feature that is an atom plus rare large values, King County's
+        ``yr_renovated``, gave test R^2 of -10^4 through it). Derived from the bounds only."""
+        d = self.x_center.shape[0]
+        out = np.tile([-np.inf, np.inf], (d, 1))
+        if not self.boxed:
+            return out
+        scale = np.ones(d) if self.x_scale is None else np.asarray(self.x_scale, dtype=float)
+        box = np.broadcast_to(np.asarray(self.x_box, dtype=float), (d,))
+        mask = np.ones(d, dtype=bool) if self.box_mask is None else np.asarray(self.box_mask)
+        clipped = mask & np.isfinite(scale) & (scale > 0.0) & np.isfinite(box)
+        out[clipped, 0] = self.x_center[clipped] - box[clipped] * scale[clipped]
+        out[clipped, 1] = self.x_center[clipped] + box[clipped] * scale[clipped]
+        return out
+
     def to_original(self, w: np.ndarray) -> tuple[np.ndarray, float]:
         """(coef, intercept) in the caller's units from coefficients fitted on transformed data."""
         w = np.asarray(w, dtype=float)
