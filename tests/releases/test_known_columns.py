@@ -39,8 +39,8 @@ def _table(m=20_000, seed=0):
 def test_screen_finds_binary_columns_float64_reference():
     """At a large mu the noisy counts are the exact counts: the 0/1 columns (and the {-1, 1}
     target) are found; the normal column, the [0, 1] column with an atom at 0 and the 0/1 one
-    with 3% of rows at 2 (3% > SCREEN_LIMIT) are not; one Gaussian event of sensitivity
-    sqrt(d + 2)."""
+    with 3% of rows at 2 (3% > SCREEN_LIMIT) are not; the [0, 1] column is found inside [0, 1]
+    (the fallback range); one Gaussian event of sensitivity sqrt(2 d + 2)."""
     X, y = _table()
     ledger = PrivacyLedger("zero-out")
     known = screen_binary_columns(
@@ -53,8 +53,10 @@ def test_screen_finds_binary_columns_float64_reference():
     np.testing.assert_array_equal(known.low[known.mask], 0.0)
     np.testing.assert_array_equal(known.high[known.mask], 1.0)
     assert known.target == (-1.0, 1.0) and not known.target_public
+    np.testing.assert_array_equal(known.unit_mask, [False, False, False, True, False])
+    assert "features [3] found inside [0, 1]" in known.describe()
     (event,) = ledger.events
-    assert math.isclose(event.sensitivity, math.sqrt(7.0))
+    assert math.isclose(event.sensitivity, math.sqrt(12.0))
     assert math.isclose(event.sensitivity / event.std, 1e6, rel_tol=1e-9)
     assert "screen" in event.label
 
@@ -88,7 +90,7 @@ def test_screen_counts_only_unknown_columns():
         ledger=ledger,
     )  # fmt: skip
     (event,) = ledger.events
-    assert math.isclose(event.sensitivity, 2.0)  # the four unknown features only
+    assert math.isclose(event.sensitivity, math.sqrt(8.0))  # the four unknown features only
     np.testing.assert_array_equal(known.public, public.public)
     np.testing.assert_array_equal(known.screened, [False, True, True, False, False])
 
@@ -201,3 +203,74 @@ def test_coarse_radius_level_floor_is_lower_than_the_full_bounds():
     ledger = PrivacyLedger("zero-out")
     coarse_quantile_bounds(X, y, np.arange(5_000), mu=0.02, rng=rng, ledger=ledger)
     assert any("(0.8-quantile)" in e.label for e in ledger.events)
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_unit_range_fallback_boxes_only_dropped_features_found_inside(fit_intercept):
+    from privopt.releases.known_columns import unit_range_fallback
+    from privopt.releases.preprocess import LinearBounds
+
+    bounds = LinearBounds(
+        x_center=np.array([1.0, 2.0, 3.0]), y_center=0.0, x_radius=2.0, y_radius=1.0,
+        intercept_scale=1.0, source="private", x_scale=np.array([np.inf, np.inf, 0.3]),
+        x_box=4.0,
+    )  # fmt: skip
+    none = KnownColumns.none(3)
+    assert unit_range_fallback(bounds, none) is bounds
+    unit = KnownColumns(none.low, none.high, none.public, unit=np.array([True, False, True]))
+    restored = unit_range_fallback(bounds, unit, fit_intercept)
+    centre, scale = (0.5, 0.5) if fit_intercept else (0.0, 1.0)
+    np.testing.assert_array_equal(restored.x_center, [centre, 2.0, 3.0])
+    np.testing.assert_array_equal(restored.x_scale, [scale, np.inf, 0.3])  # 1 still dropped
+    np.testing.assert_array_equal(restored.x_box, [1.0, 4.0, 4.0])
+    assert restored.x_radius == bounds.x_radius  # the row clip (every sensitivity) unchanged
+    low, high = restored.feature_range()[0]
+    assert (low, high) == ((0.0, 1.0) if fit_intercept else (-1.0, 1.0))
+    # the transformed feature is the [0, 1] column mapped to [-1, 1] (or kept, about 0)
+    z = restored.transform(np.array([[0.25, 2.0, 3.0], [7.0, 2.0, 3.0]]))
+    expected = [-0.5, 1.0] if fit_intercept else [0.25, 1.0]
+    np.testing.assert_allclose(z[:, 0] * (np.linalg.norm(z[:, :3], axis=1) > 0), expected)
+
+
+def test_min_max_column_with_an_atom_is_kept_by_the_default():
+    """Issue 31: a min-max scaled column at 0 on 92% of the rows (Adult's capital gain) was
+    dropped by the private bounds; found inside [0, 1] by the screen it is now kept, boxed to
+    [0, 1], and its coefficient is learned."""
+    from privopt import DPLinearRegression
+
+    rng = np.random.default_rng(4)
+    n = 15_000
+    gain = np.where(rng.random(n) < 0.92, 0.0, rng.uniform(0.02, 0.2, n))
+    other = rng.normal(0.0, 1.0, (n, 3))
+    X = np.c_[gain, other]
+    y = 10.0 * gain + other @ [0.2, -0.1, 0.05] + rng.normal(0.0, 0.3, n)
+    model = DPLinearRegression(epsilon=1.0, random_state=0).fit(X, y)
+    assert "features [0] found inside [0, 1]" in model.fit_info_["known_ranges"]
+    np.testing.assert_array_equal(model.feature_range_[0], [0.0, 1.0])
+    # as learned with its range given publicly (measured 2.16 and 2.22; 0 when dropped; the
+    # true 10 is shrunk by the Gram noise on a column using a tenth of its [0, 1] box)
+    public = DPLinearRegression(
+        epsilon=1.0, random_state=0, feature_bounds=[(0, 1), None, None, None]
+    ).fit(X, y)
+    assert model.coef_[0] > 1.0
+    assert model.coef_[0] == pytest.approx(public.coef_[0], rel=0.3)
+
+
+def test_unit_counts_only_where_their_longer_vector_is_precise_enough():
+    """Public plan: binary and [0, 1] counts (2 d + 2) where their noise allows, the binary
+    counts alone (d + 2, the releases of earlier versions) where only theirs does."""
+    from privopt.releases.known_columns import screen_plan
+
+    X, y = _table(m=2_000)
+    none = KnownColumns.none(5)
+    edge = SCREEN_STDS * math.sqrt(12.0) / (0.1 * 2_000)
+    assert screen_plan(none, 2_000, edge * 1.01) is True
+    assert screen_plan(none, 2_000, edge * 0.99) is False
+    ledger = PrivacyLedger("zero-out")
+    known = screen_binary_columns(
+        X, y, np.arange(2_000), known=none, mu=edge * 0.99, rng=np.random.default_rng(0),
+        ledger=ledger,
+    )  # fmt: skip
+    (event,) = ledger.events
+    assert math.isclose(event.sensitivity, math.sqrt(7.0))
+    assert not known.unit_mask.any() and known.screened[1]

@@ -56,6 +56,7 @@ from privopt.releases.known_columns import (
     KnownColumns,
     screen_binary_columns,
     screen_runs,
+    unit_range_fallback,
 )
 from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
@@ -475,13 +476,21 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         return known, SCREEN_SHARE
 
     def _private_bounds(self, coarse, Xs, ys, mu, rng, ledger, partition, known) -> LinearBounds:
-        """The full or coarse private bounds on the rows (Xs, ys), the known columns kept."""
+        """The full or coarse private bounds on the rows (Xs, ys), the known columns kept, a
+        dropped feature found inside [0, 1] boxed there (post-processing)."""
         release = coarse_quantile_bounds if coarse else private_quantile_bounds
-        known = known if known.any else None  # nothing known: the unchanged releases
-        return release(
-            Xs, ys, np.arange(Xs.shape[0]), mu=mu, rng=rng, ledger=ledger, partition=partition,
-            fit_intercept=self.fit_intercept, known=known,
-        )  # fmt: skip
+        bounds = release(
+            Xs,
+            ys,
+            np.arange(Xs.shape[0]),
+            mu=mu,
+            rng=rng,
+            ledger=ledger,
+            partition=partition,
+            fit_intercept=self.fit_intercept,
+            known=known if known.any else None,
+        )  # fmt: skip  (nothing known: the unchanged releases)
+        return unit_range_fallback(bounds, known, self.fit_intercept)
 
     def _relation(self, method: str) -> str:
         """The neighbouring relation of this fit (see the class docstring)."""
