@@ -145,17 +145,21 @@ def _paired_fits(pairs, released, missing, epsilon, delta, runs, seed, confidenc
     return claimed, result
 
 
-def screen_audit_data(rows: int, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def screen_audit_data(
+    rows: int, seed: int, count: str = "binary"
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(X of D, X of D', y): feature 0 in {0, 1} except the audited last record, which is 0.5 in
-    D and 1 in D' (so the screen's count of feature 0 differs by one); feature 1 and the target
-    normal (so only feature 0 can be found)."""
+    D and 1 in D' (so the screen's count of feature 0's rows neither 0 nor 1 differs by one),
+    or with ``count="unit"`` 0.5 in D and 2 in D' (its count of rows outside [0, 1] differs by
+    one, the other count not); feature 1 and the target normal (so only feature 0 can be
+    found)."""
     rows = check_count("rows", rows, minimum=5)
     rng = np.random.default_rng([seed, 41])
     X = np.c_[rng.random(rows) < 0.3, rng.normal(0.0, 3.0, rows)].astype(float)
     y = 2.0 * X[:, 0] + X[:, 1] + rng.normal(0.0, 1.0, rows)
     X[-1, 0] = 0.5
     X_neighbour = X.copy()
-    X_neighbour[-1, 0] = 1.0
+    X_neighbour[-1, 0] = {"binary": 1.0, "unit": 2.0}[count]
     return X, X_neighbour, y
 
 
@@ -168,29 +172,34 @@ def audit_binary_screen(
     planted: bool = False,
     confidence: float = 0.95,
     seed: int = 0,
+    count: str = "binary",
 ) -> tuple[float, AuditResult]:
     """(claimed epsilon, black-box audit) of the binary-column screen
     (:func:`~privopt.releases.known_columns.screen_binary_columns`) of the bounds-free default:
-    the score is feature 0's released noisy count of rows outside {0, 1}, over ``runs`` fits on
-    D and ``runs`` on D' (:func:`screen_audit_data`; a replace-one pair whose counts differ by
-    one). The planted bug releases the exact counts (the ledger unchanged). Raises if a fit
-    released no screen (the audit would then test nothing)."""
+    the score is feature 0's released noisy count of rows neither 0 nor 1 (``count="unit"``:
+    of rows outside [0, 1]), over ``runs`` fits on D and ``runs`` on D'
+    (:func:`screen_audit_data`; a replace-one pair whose counts differ by one). The planted bug
+    releases the exact counts (the ledger unchanged). Raises if a fit released no screen, or
+    no [0, 1] counts for ``count="unit"`` (the audit would then test nothing)."""
     import privopt.releases.known_columns as screen_module
 
     check_positive("epsilon", epsilon)
     runs = check_count("runs", runs, minimum=8)
-    X, X_neighbour, y = screen_audit_data(rows, seed)
+    X, X_neighbour, y = screen_audit_data(rows, seed, count)
+    index = {"binary": 0, "unit": X.shape[1]}[count]  # feature 0's count of that kind
     original = screen_module.noisy_counts
     released: list[float] = []
 
     def tapped(counts, std, rng):
         noisy = original(counts, std, rng)
-        released.append(float(counts[0] if planted else noisy[0]))
+        if counts.size == 2 * X.shape[1] + 2 or count == "binary":  # the [0, 1] counts ran
+            released.append(float(counts[index] if planted else noisy[index]))
         return noisy
 
     missing = (
-        f"The fit at epsilon={epsilon:g} on {rows} rows released no binary-column screen; "
-        "choose a larger epsilon or more rows."
+        f"The fit at epsilon={epsilon:g} on {rows} rows released no binary-column screen"
+        f"{' with [0, 1] counts' if count == 'unit' else ''}; choose a larger epsilon or more "
+        "rows."
     )
     with mock.patch.object(screen_module, "noisy_counts", tapped):
         pairs = ((X, y), (X_neighbour, y))
