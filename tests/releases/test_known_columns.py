@@ -39,26 +39,36 @@ def _table(m=20_000, seed=0):
 def test_screen_finds_binary_columns_float64_reference():
     """At a large mu the noisy counts are the exact counts: the 0/1 columns (and the {-1, 1}
     target) are found; the normal column, the [0, 1] column with an atom at 0 and the 0/1 one
-    with 3% of rows at 2 (3% > SCREEN_LIMIT) are not; the [0, 1] column is found inside [0, 1]
-    (the fallback range); one Gaussian event of sensitivity sqrt(2 d + 2)."""
+    with 3% of rows at 2 (3% > SCREEN_LIMIT) are not; one Gaussian event of sensitivity
+    sqrt(d + 2); with ``mu_unit`` a second of sensitivity sqrt(d) finds the [0, 1] column
+    inside [0, 1] (the fallback range)."""
     X, y = _table()
     ledger = PrivacyLedger("zero-out")
     known = screen_binary_columns(
         X, y, np.arange(len(y)), known=KnownColumns.none(5), mu=1e6,
         rng=np.random.default_rng(1), ledger=ledger,
     )  # fmt: skip
+    assert not known.unit_mask.any()  # no [0, 1] counts without mu_unit
     exact = [np.count_nonzero((X[:, j] != 0) & (X[:, j] != 1)) for j in range(5)]
     assert [c <= SCREEN_LIMIT * len(y) for c in exact] == [False, True, True, False, False]
     np.testing.assert_array_equal(known.mask, [False, True, True, False, False])
     np.testing.assert_array_equal(known.low[known.mask], 0.0)
     np.testing.assert_array_equal(known.high[known.mask], 1.0)
     assert known.target == (-1.0, 1.0) and not known.target_public
-    np.testing.assert_array_equal(known.unit_mask, [False, False, False, True, False])
-    assert "features [3] found inside [0, 1]" in known.describe()
     (event,) = ledger.events
-    assert math.isclose(event.sensitivity, math.sqrt(12.0))
+    assert math.isclose(event.sensitivity, math.sqrt(7.0))
     assert math.isclose(event.sensitivity / event.std, 1e6, rel_tol=1e-9)
     assert "screen" in event.label
+    ledger = PrivacyLedger("zero-out")
+    with_unit = screen_binary_columns(
+        X, y, np.arange(len(y)), known=KnownColumns.none(5), mu=1e6,
+        rng=np.random.default_rng(1), ledger=ledger, mu_unit=1e6,
+    )  # fmt: skip
+    np.testing.assert_array_equal(with_unit.mask, known.mask)  # the same binary release
+    np.testing.assert_array_equal(with_unit.unit_mask, [False, False, False, True, False])
+    assert "features [3] found inside [0, 1]" in with_unit.describe()
+    _, unit = ledger.events
+    assert math.isclose(unit.sensitivity, math.sqrt(5.0)) and "[0, 1]" in unit.label
 
 
 def test_screen_skipped_when_too_noisy():
@@ -90,7 +100,7 @@ def test_screen_counts_only_unknown_columns():
         ledger=ledger,
     )  # fmt: skip
     (event,) = ledger.events
-    assert math.isclose(event.sensitivity, math.sqrt(8.0))  # the four unknown features only
+    assert math.isclose(event.sensitivity, 2.0)  # the four unknown features only
     np.testing.assert_array_equal(known.public, public.public)
     np.testing.assert_array_equal(known.screened, [False, True, True, False, False])
 
@@ -256,20 +266,20 @@ def test_min_max_column_with_an_atom_is_kept_by_the_default():
     assert model.coef_[0] == pytest.approx(public.coef_[0], rel=0.3)
 
 
-def test_unit_counts_only_where_their_longer_vector_is_precise_enough():
-    """Public plan: binary and [0, 1] counts (2 d + 2) where their noise allows, the binary
-    counts alone (d + 2, the releases of earlier versions) where only theirs does."""
-    from privopt.releases.known_columns import screen_plan
+def test_unit_counts_only_where_their_noise_allows():
+    """Public: the [0, 1] counts run when SCREEN_STDS noise stds of their d-vector are at most
+    a tenth of the rows; the binary release is unchanged when they do not."""
+    from privopt.releases.known_columns import unit_screen_runs
 
     X, y = _table(m=2_000)
     none = KnownColumns.none(5)
-    edge = SCREEN_STDS * math.sqrt(12.0) / (0.1 * 2_000)
-    assert screen_plan(none, 2_000, edge * 1.01) is True
-    assert screen_plan(none, 2_000, edge * 0.99) is False
+    edge = SCREEN_STDS * math.sqrt(5.0) / (0.1 * 2_000)
+    assert unit_screen_runs(none, 2_000, edge * 1.01)
+    assert not unit_screen_runs(none, 2_000, edge * 0.99)
     ledger = PrivacyLedger("zero-out")
     known = screen_binary_columns(
-        X, y, np.arange(2_000), known=none, mu=edge * 0.99, rng=np.random.default_rng(0),
-        ledger=ledger,
+        X, y, np.arange(2_000), known=none, mu=1.0, rng=np.random.default_rng(0),
+        ledger=ledger, mu_unit=edge * 0.99,
     )  # fmt: skip
     (event,) = ledger.events
     assert math.isclose(event.sensitivity, math.sqrt(7.0))

@@ -186,14 +186,16 @@ def audit_binary_screen(
     check_positive("epsilon", epsilon)
     runs = check_count("runs", runs, minimum=8)
     X, X_neighbour, y = screen_audit_data(rows, seed, count)
-    index = {"binary": 0, "unit": X.shape[1]}[count]  # feature 0's count of that kind
+    # feature 0's count: the first entry of the binary vector (d + 2 counts) or of the [0, 1]
+    # vector (d counts)
+    size = X.shape[1] + 2 if count == "binary" else X.shape[1]
     original = screen_module.noisy_counts
     released: list[float] = []
 
     def tapped(counts, std, rng):
         noisy = original(counts, std, rng)
-        if counts.size == 2 * X.shape[1] + 2 or count == "binary":  # the [0, 1] counts ran
-            released.append(float(counts[index] if planted else noisy[index]))
+        if counts.size == size:
+            released.append(float(counts[0] if planted else noisy[0]))
         return noisy
 
     missing = (

@@ -53,10 +53,12 @@ from privopt.releases.coarse_bounds import coarse_quantile_bounds, intercept_onl
 from privopt.releases.fit_quality import QUALITY_SHARE, private_r2, quality_holdout
 from privopt.releases.known_columns import (
     SCREEN_SHARE,
+    UNIT_SCREEN_SHARE,
     KnownColumns,
     screen_binary_columns,
     screen_runs,
     unit_range_fallback,
+    unit_screen_runs,
 )
 from privopt.releases.preprocess import LinearBounds
 from privopt.releases.quantile_bounds import (
@@ -458,10 +460,12 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
     def _screen(self, Xs, ys, m, known, mu, rng, ledger, partition=None) -> tuple:
         """(known columns, the screen's share of mu^2): the binary-column screen
         (:func:`~privopt.releases.known_columns.screen_binary_columns`) at SCREEN_SHARE of the
-        bounds' mu^2 when it runs (a public decision), else nothing released and share 0."""
-        mu_screen = mu * math.sqrt(SCREEN_SHARE)
+        bounds' mu^2 when it runs, and its [0, 1] counts at UNIT_SCREEN_SHARE more when they
+        run (public decisions), else nothing released and share 0."""
+        mu_screen, mu_unit = mu * math.sqrt(SCREEN_SHARE), mu * math.sqrt(UNIT_SCREEN_SHARE)
         if not screen_runs(known, m, mu_screen):
             return known, 0.0
+        unit = unit_screen_runs(known, m, mu_unit)
         # its noise from a child stream (numpy's SeedSequence spawning: independent of the
         # parent's, which it does not advance), so that a table with no binary column keeps
         # the bounds' draws of earlier versions (a secure generator without spawning: rng)
@@ -471,9 +475,9 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             child = rng
         known = screen_binary_columns(
             Xs, ys, np.arange(m), known=known, mu=mu_screen, rng=child, ledger=ledger,
-            partition=partition,
+            partition=partition, mu_unit=mu_unit if unit else None,
         )  # fmt: skip
-        return known, SCREEN_SHARE
+        return known, SCREEN_SHARE + (UNIT_SCREEN_SHARE if unit else 0.0)
 
     def _private_bounds(self, coarse, Xs, ys, mu, rng, ledger, partition, known) -> LinearBounds:
         """The full or coarse private bounds on the rows (Xs, ys), the known columns kept, a

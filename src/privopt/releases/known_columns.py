@@ -15,8 +15,9 @@ its range is the box.
 
 * **public** (the user's partial ``feature_bounds`` / ``target_bounds``): no release;
 * **screened** (:func:`screen_binary_columns`): one Gaussian vector of counts, for each other
-  feature the rows whose value is neither 0 nor 1 and the rows outside [0, 1], and for the
-  target the rows outside {0, 1} and outside {-1, 1}. A count moves by at most 1 between
+  feature the rows whose value is neither 0 nor 1, and for the target the rows outside {0, 1}
+  and outside {-1, 1} (then, at its own small share, a second vector of each feature's rows
+  outside [0, 1]). A count moves by at most 1 between
   neighbours (replace-one or zero-out; m is public), so the vector has l2 sensitivity sqrt(k)
   for k counts. A column whose noisy count is at most ``SCREEN_LIMIT m`` plus three noise stds
   takes the range [0, 1] (the target {0, 1}, else {-1, 1}): binary, one-hot and indicator
@@ -62,11 +63,12 @@ from privopt.training.calibrate import gaussian_release_std
 
 __all__ = [
     "SCREEN_SHARE",
+    "UNIT_SCREEN_SHARE",
     "KnownColumns",
     "screen_binary_columns",
-    "screen_plan",
     "screen_std",
     "unit_range_fallback",
+    "unit_screen_runs",
 ]
 
 #: the screen's mu^2 is this share of the private bounds' (when it runs), taken from the fit's
@@ -80,6 +82,9 @@ SCREEN_LIMIT = 0.01
 SCREEN_STDS = 3.0
 #: the screen runs only when SCREEN_STDS noise stds are at most this share of the m rows
 SCREEN_MAX_FRACTION = 0.1
+#: the [0, 1] counts' share of the bounds' mu^2 (a second release, when it runs), taken from
+#: the fit's method like the screen's
+UNIT_SCREEN_SHARE = 0.05
 #: the value pairs tried: a feature {0, 1}; the target {0, 1}, then {-1, 1}
 FEATURE_RANGE = (0.0, 1.0)
 TARGET_RANGES = ((0.0, 1.0), (-1.0, 1.0))
@@ -153,27 +158,25 @@ def screen_std(n_counts: int, mu: float) -> float:
     return gaussian_release_std(math.sqrt(n_counts), mu)
 
 
-def screen_counts(known: KnownColumns, unit: bool = True) -> int:
-    """Entries of the screen's count vector: per feature whose range is not known the rows
-    neither 0 nor 1 and (``unit``) the rows outside [0, 1], two for a target that is not."""
-    per_feature = 2 if unit else 1
-    return per_feature * int(np.count_nonzero(~known.mask)) + (2 if known.target is None else 0)
+def screen_counts(known: KnownColumns) -> int:
+    """Entries of the screen's count vector: one per feature whose range is not known, two for
+    a target that is not."""
+    return int(np.count_nonzero(~known.mask)) + (2 if known.target is None else 0)
 
 
-def screen_plan(known: KnownColumns, m: int, mu: float) -> bool | None:
-    """Which screen runs (public quantities only): True, the binary and [0, 1] counts; False,
-    the binary counts alone (the longer vector's noise would be too large); None, nothing (even
-    the binary counts' would be: SCREEN_STDS noise stds above SCREEN_MAX_FRACTION m)."""
-    for unit in (True, False):
-        k = screen_counts(known, unit)
-        if k > 0 and SCREEN_STDS * screen_std(k, mu) <= SCREEN_MAX_FRACTION * m:
-            return unit
-    return None
+def _precise(k: int, m: int, mu: float) -> bool:
+    """Whether a vector of k counts at budget mu tells SCREEN_MAX_FRACTION m apart (public)."""
+    return k > 0 and SCREEN_STDS * screen_std(k, mu) <= SCREEN_MAX_FRACTION * m
 
 
 def screen_runs(known: KnownColumns, m: int, mu: float) -> bool:
     """Whether :func:`screen_binary_columns` releases anything (public quantities only)."""
-    return screen_plan(known, m, mu) is not None
+    return _precise(screen_counts(known), m, mu)
+
+
+def unit_screen_runs(known: KnownColumns, m: int, mu_unit: float) -> bool:
+    """Whether the [0, 1] counts are released at budget ``mu_unit`` (public quantities only)."""
+    return _precise(int(np.count_nonzero(~known.mask)), m, mu_unit)
 
 
 def noisy_counts(counts: np.ndarray, std: float, rng: np.random.Generator) -> np.ndarray:
@@ -192,48 +195,58 @@ def screen_binary_columns(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     partition: object = None,
+    mu_unit: float | None = None,
 ) -> KnownColumns:
     """``known`` with the two-valued columns found among the others: features {0, 1}, the
-    target {0, 1} or {-1, 1} (module docstring).
+    target {0, 1} or {-1, 1} (module docstring); with ``mu_unit`` also the other features
+    found inside [0, 1] (``unit``: a dropped feature's fallback range).
 
     One Gaussian release of k counts (l2 sensitivity sqrt(k), mu-GDP), recorded in ``ledger``;
-    the [0, 1] counts only where :func:`screen_plan` says their longer vector is precise
-    enough; nothing is released when :func:`screen_runs` is False (``known`` is returned as
-    given)."""
+    nothing is released when :func:`screen_runs` is False (``known`` is returned as given).
+    The [0, 1] counts are a second Gaussian vector (one count per feature whose range is not
+    known, l2 sensitivity sqrt(d_free), mu_unit-GDP, after the first and from the same
+    stream), released when :func:`unit_screen_runs` says it is precise enough; the binary
+    counts are the same release with or without it."""
     mu = check_positive("mu", mu)
     rows = np.asarray(rows)
     m = rows.size
-    with_unit = screen_plan(known, m, mu)
-    if with_unit is None:
+    if not screen_runs(known, m, mu):
         return known
     free = np.flatnonzero(~known.mask)
     sample = np.asarray(X[rows][:, free], dtype=float)
     low, high = FEATURE_RANGE
     counts = [np.count_nonzero((sample != low) & (sample != high), axis=0)]
-    if with_unit:
-        counts.append(np.count_nonzero((sample < low) | (sample > high), axis=0))
     if known.target is None:
         target = np.asarray(y[rows], dtype=float)
         counts.append([np.count_nonzero((target != a) & (target != b)) for a, b in TARGET_RANGES])
-    counts = np.concatenate(counts).astype(float)
-    std = screen_std(counts.size, mu)
-    noisy = noisy_counts(counts, std, rng)
-    ledger.record(
-        GaussianEvent(math.sqrt(counts.size), std, label="private binary-column screen counts"),
-        partition=partition,
-    )
-    inside = noisy <= SCREEN_LIMIT * m + SCREEN_STDS * std
+    inside = _screened(np.concatenate(counts), m, mu, rng, ledger, partition, "binary-column")
     lows, highs = known.low.copy(), known.high.copy()
     binary = inside[: free.size]
     lows[free[binary]], highs[free[binary]] = FEATURE_RANGE
-    unit = known.unit_mask.copy()
-    if with_unit:
-        unit[free[inside[free.size : 2 * free.size] & ~binary]] = True
     target = known.target
     if known.target is None:  # {0, 1} first
-        target_inside = inside[(2 if with_unit else 1) * free.size :]
-        target = next((r for r, ok in zip(TARGET_RANGES, target_inside, strict=True) if ok), None)
+        target = next(
+            (r for r, ok in zip(TARGET_RANGES, inside[free.size :], strict=True) if ok), None
+        )
+    unit = known.unit_mask.copy()
+    if mu_unit is not None and unit_screen_runs(known, m, mu_unit):
+        outside = np.count_nonzero((sample < low) | (sample > high), axis=0)
+        bounded = _screened(outside, m, mu_unit, rng, ledger, partition, "[0, 1]")
+        unit[free[bounded & ~binary]] = True
     return KnownColumns(lows, highs, known.public, target, known.target_public, unit)
+
+
+def _screened(counts, m, mu, rng, ledger, partition, what) -> np.ndarray:
+    """One Gaussian release of ``counts`` (l2 sensitivity sqrt(k)) at mu, recorded; which noisy
+    counts are at most SCREEN_LIMIT m plus SCREEN_STDS noise stds."""
+    counts = np.asarray(counts, dtype=float)
+    std = screen_std(counts.size, mu)
+    noisy = noisy_counts(counts, std, rng)
+    ledger.record(
+        GaussianEvent(math.sqrt(counts.size), std, label=f"private {what} screen counts"),
+        partition=partition,
+    )
+    return noisy <= SCREEN_LIMIT * m + SCREEN_STDS * std
 
 
 def unit_range_fallback(
