@@ -218,3 +218,15 @@ def test_cli_fits_the_intercept_only_model_and_says_so(capsys, tmp_path):
     )
     assert code == 2 and len(stderr.strip().splitlines()) == 1
     assert "any private fit" in stderr and "--bounds" in stderr
+
+
+def test_refitting_one_estimator_takes_the_rung_of_each_fit():
+    model = DPLinearRegression(epsilon=1.0, random_state=0)
+    for rows, method in ((300, "intercept-only"), (2000, "newton"), (300, "intercept-only")):
+        X, y, _, _ = _power_plant(rows)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            model.fit(X, y)
+        assert model.fit_info_["method"] == method
+        assert (model.coef_ == 0).all() == (method == "intercept-only")
+        assert not any(k in vars(model) for k in ("_intercept_only", "_fallback", "_quality"))

@@ -397,7 +397,7 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         preprocessing slice (empty when the preprocessing shares the rows).
         """
         none = np.empty(0, dtype=np.int64)
-        self._quality, self._fallback = None, None
+        self._quality, self._fallback, self._intercept_only = None, None, False
         if method in SEQUENTIAL:  # the quality release shares the rows (sequential composition)
             self._quality = {"take": take, "n": n, "mu": mu * math.sqrt(QUALITY_SHARE), "rng": rng}
             mu = mu * math.sqrt(1.0 - QUALITY_SHARE)
@@ -428,9 +428,9 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
             self._fallback = plan.fallback
             Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
             if plan.kind == "intercept-only":  # no feature's bounds: the fit is these releases
-                self._intercept_only = True  # (and the quality's share is theirs: R^2 <= 0)
-                mu = math.hypot(mu, self._quality["mu"])
+                mu = math.hypot(mu, self._quality["mu"])  # (the quality's too: R^2 <= 0)
                 bounds = intercept_only_bounds(ys, np.arange(m), d, mu=mu, rng=rng, ledger=ledger)
+                self._intercept_only = True
                 return bounds, 0.0, none
             coarse, share = plan.coarse, plan.share
             known, screen = self._screen(Xs, ys, m, known, mu * math.sqrt(share), rng, ledger)
