@@ -28,6 +28,7 @@ from privopt.releases.coarse_bounds import (
     coarse_releases,
     intercept_only_bounds,
 )
+from privopt.releases.known_columns import KnownColumns
 from privopt.releases.quantile_bounds import tail_level
 
 
@@ -69,7 +70,7 @@ def test_the_rungs_follow_each_other_as_rows_shrink(d, epsilon):
     seen = []
     for m in np.unique(np.geomspace(20, 200_000, 400).astype(int)):
         try:
-            plan = bounds_plan(_Estimator(), int(m), d, mu)
+            plan = bounds_plan(_Estimator(), int(m), KnownColumns.none(d), mu)
             rung = plan.kind if plan.fallback is None else f"{plan.kind} (fallback)"
             assert plan.share <= (FALLBACK_MAX_SHARE if plan.kind == "coarse" else 1.0)
             if plan.kind == "coarse":  # every planned coarse release keeps the minimum ranks
@@ -230,3 +231,39 @@ def test_refitting_one_estimator_takes_the_rung_of_each_fit():
         assert model.fit_info_["method"] == method
         assert (model.coef_ == 0).all() == (method == "intercept-only")
         assert not any(k in vars(model) for k in ("_intercept_only", "_fallback", "_quality"))
+
+
+def test_public_ranges_count_in_the_plan():
+    """Public feature ranges spend nothing, so 300 rows at epsilon 1 with every feature's range
+    given (the target's not) fit a model with features, where with none given they fit the
+    intercept-only one; a public target range is the intercept-only model's range (no median
+    or spread released)."""
+    X, y, _, _ = _power_plant(300)
+    ranges = [(0, 40), (25, 85), (990, 1035), (20, 101)]
+    model, _ = _fit(X, y, epsilon=1.0, feature_bounds=ranges)
+    assert model.fit_info_["method"] == "newton" and np.any(model.coef_ != 0)
+    constant, utility = _fit(X, y, epsilon=1.0, target_bounds=(410, 500))
+    assert constant.fit_info_["method"] == "intercept-only"
+    assert _labels(constant) == ["private clipped mean of the target"]
+    assert abs(constant.intercept_ - y.mean()) < 0.2 * y.std()
+    assert "at least" in utility[0]
+
+
+def test_large_tables_below_the_usual_rungs_use_every_row():
+    """The private bounds read a secret subset of at most 20,000 rows; below the usual rungs the
+    plan counts every row instead (d = 10, 200,000 rows: at epsilon 0.02 and 0.005 a model with
+    features, where 20,000 rows would be intercept-only or refused)."""
+    rng = np.random.default_rng(0)
+    n, d = 200_000, 10
+    X = rng.normal(size=(n, d))
+    y = X @ rng.normal(size=d) + rng.normal(size=n)
+    mu = gdp_mu(0.02 * (1 - 1e-9), 1e-6) * math.sqrt(0.95)
+    assert bounds_plan(_Estimator(), 20_000, KnownColumns.none(d), mu).kind == "intercept-only"
+    assert bounds_plan(_Estimator(), n, KnownColumns.none(d), mu).kind == "full"
+    model, _ = _fit(X, y, epsilon=0.02)
+    assert model.fit_info_["method"] == "newton" and np.any(model.coef_ != 0)
+    # where 20,000 rows would be refused, every row is counted before refusing
+    mu = gdp_mu(0.005 * (1 - 1e-9), 1e-6) * math.sqrt(0.95)
+    assert bounds_plan(_Estimator(), 20_000, KnownColumns.none(d), mu, refuse=False) is None
+    model, _ = _fit(X, y, epsilon=0.005)
+    assert model.fit_info_["method"] == "newton"

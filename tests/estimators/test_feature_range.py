@@ -107,6 +107,7 @@ def test_cli_model_file_carries_the_range_and_predict_clips(capsys, tmp_path):
     assert code == 0, stderr
     saved = json.loads(out.read_text())
     assert len(saved["feature_range"]) == 3
+    assert any(pair != [None, None] for pair in saved["feature_range"])  # private boxes
     low = np.array([np.nan if p[0] is None else p[0] for p in saved["feature_range"]])
     high = np.array([np.nan if p[1] is None else p[1] for p in saved["feature_range"]])
     code, stdout, stderr = run(capsys, "predict", out, data)

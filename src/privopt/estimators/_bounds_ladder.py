@@ -12,9 +12,10 @@ fails (a value far from the data). With k releases sharing a fraction ``share`` 
 2. **coarse** bounds (:func:`~privopt.releases.coarse_bounds.coarse_quantile_bounds`,
    ``2 d + 3`` units: about 1.8x fewer rows for the same ranks) at the share giving
    QUANTILE_RANK_BUDGET ranks, at most COARSE_MAX_SHARE, while that leaves MIN_COARSE_RANKS;
-3. the coarse bounds at a **larger share**, the one giving exactly MIN_COARSE_RANKS ranks, up to
-   FALLBACK_MAX_SHARE: the fit keeps less of the budget (its noise grows by
-   ``sqrt((1 - COARSE_MAX_SHARE) / (1 - share))``, at most 1.4x), and a
+3. the coarse bounds at a **larger share**, the one giving MIN_COARSE_RANKS ranks on average per
+   release, up to FALLBACK_MAX_SHARE: the fit keeps less of the budget (the bounds' share
+   grows from at most COARSE_MAX_SHARE to at most FALLBACK_MAX_SHARE of what the quality
+   release leaves, and the screen takes its shares of that on top), and a
    :class:`~privopt.estimators._utility.UtilityWarning` says so with the fit's private R^2;
 4. the **intercept-only** model (:func:`~privopt.releases.coarse_bounds.intercept_only_bounds`:
    the target's median, spread and clipped mean on the whole budget) when no feature's bounds
@@ -24,7 +25,9 @@ fails (a value far from the data). With k releases sharing a fraction ``share`` 
    noise), and for a model without intercept below rung 3 (it would predict 0).
 
 Below MIN_COARSE_RANKS a release fails often and undetectably (the power-plant table at
-epsilon = 1 with 300 rows, 12 ranks: median test R^2 -66), so no rung goes under it.
+epsilon = 1 with 300 rows, 12 ranks: median test R^2 -66), so no rung plans under it (on
+average over the releases: the target's and the radius's take larger shares, a feature's a
+little less). The units are counted in the columns whose range is not publicly known.
 """
 
 from __future__ import annotations
@@ -33,9 +36,11 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import numpy as np
+
 from privopt.estimators._private_bounds import QUANTILE_RANK_BUDGET
-from privopt.releases.coarse_bounds import INTERCEPT_ONLY_SHARES, coarse_releases
-from privopt.releases.quantile_bounds import quantile_releases
+from privopt.releases.coarse_bounds import INTERCEPT_ONLY_SHARES
+from privopt.releases.known_columns import KnownColumns
 
 __all__ = [
     "COARSE_MAX_SHARE",
@@ -45,6 +50,7 @@ __all__ = [
     "MIN_COARSE_RANKS",
     "BoundsPlan",
     "bounds_plan",
+    "release_units",
 ]
 
 #: the full bounds' share of mu^2 never exceeds this
@@ -84,15 +90,31 @@ def _rows(ranks: float, units: float, share: float, mu: float) -> int:
     return math.ceil(ranks * math.sqrt(units / share) / mu)
 
 
-def bounds_plan(estimator: Any, m: int, d: int, mu: float) -> BoundsPlan:
-    """The rung of the module docstring for m rows, d features and budget mu (public
-    quantities; ``estimator`` gives ``preprocess_fraction``, ``fit_intercept`` and the refusal)."""
+def release_units(known: KnownColumns) -> tuple[int, int]:
+    """(full, coarse) budget units of the private bounds of the columns whose range is not
+    known: ``7 d + 6`` and ``2 d + 3`` with nothing known (:func:`~privopt.releases.
+    quantile_bounds.release_budgets`, :func:`~privopt.releases.coarse_bounds.coarse_budgets`);
+    a known feature or target spends no quantile, a public one no clip count either."""
+    free = int(np.count_nonzero(~known.mask))
+    counted = int(np.count_nonzero(~known.public))
+    t_free, t_counted = int(known.target is None), int(not known.target_public)
+    return 5 * free + 2 * counted + 2 * t_counted + 3 * t_free + 1, 2 * free + 2 * t_free + 1
+
+
+def bounds_plan(
+    estimator: Any, m: int, known: KnownColumns, mu: float, refuse: bool = True
+) -> BoundsPlan | None:
+    """The rung of the module docstring for m rows and budget mu, counted in the releases of the
+    columns whose range ``known`` does not hold (public quantities: at the plan, the user's
+    public ranges; after the binary screen, :func:`~privopt.estimators._partial_bounds.
+    known_plan` counts its released findings too). ``estimator`` gives ``preprocess_fraction``,
+    ``fit_intercept`` and the refusal (with ``refuse`` False: None instead)."""
     floor = estimator.preprocess_fraction
-    full = (QUANTILE_RANK_BUDGET * math.sqrt(quantile_releases(d)) / (m * mu)) ** 2
-    if full <= FULL_BOUNDS_MAX_SHARE:
-        return BoundsPlan("full", min(max(full, floor), MAX_PREPROCESS_SHARE))
-    k = coarse_releases(d)
-    share = min(max((QUANTILE_RANK_BUDGET * math.sqrt(k) / (m * mu)) ** 2, floor), COARSE_MAX_SHARE)
+    full_units, k = release_units(known)
+    need = (QUANTILE_RANK_BUDGET / (m * mu)) ** 2
+    if need * full_units <= FULL_BOUNDS_MAX_SHARE:
+        return BoundsPlan("full", min(max(need * full_units, floor), MAX_PREPROCESS_SHARE))
+    share = min(max(need * k, floor), COARSE_MAX_SHARE)
     if m * mu * math.sqrt(share / k) >= MIN_COARSE_RANKS:
         return BoundsPlan("coarse", share)
     usual = _rows(MIN_COARSE_RANKS, k, COARSE_MAX_SHARE, mu)
@@ -106,15 +128,18 @@ def bounds_plan(estimator: Any, m: int, d: int, mu: float) -> BoundsPlan:
             "fit's noise is larger",
         )
     features = _rows(MIN_COARSE_RANKS, k, FALLBACK_MAX_SHARE, mu)
-    median_share = INTERCEPT_ONLY_SHARES[0]
+    free = int(np.count_nonzero(~known.mask))
+    median_share = 1.0 if known.target is not None else INTERCEPT_ONLY_SHARES[0]
     if estimator.fit_intercept and m * mu * math.sqrt(median_share) >= MIN_COARSE_RANKS:
         return BoundsPlan(
             "intercept-only",
             1.0,
-            f"{m:,} rows are too few for private bounds of {d} features (at least {features:,} "
+            f"{m:,} rows are too few for private bounds of {free} features (at least {features:,} "
             "needed), so the model is the intercept only: the private mean of the target, "
             "every coefficient 0",
         )
+    if not refuse:
+        return None
     if not estimator.fit_intercept:  # a model with neither features nor intercept predicts 0
         estimator._refuse(m, features, "private preprocessing (no public bounds given)")
     estimator._refuse(

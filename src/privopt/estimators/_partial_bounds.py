@@ -33,12 +33,7 @@ import numpy as np
 
 from privopt.accounting import PrivacyLedger
 from privopt.estimators._base import fitted_columns, public_linear_bounds
-from privopt.estimators._bounds_ladder import (
-    COARSE_MAX_SHARE,
-    FULL_BOUNDS_MAX_SHARE,
-    MAX_PREPROCESS_SHARE,
-)
-from privopt.estimators._private_bounds import QUANTILE_RANK_BUDGET
+from privopt.estimators._bounds_ladder import bounds_plan
 from privopt.releases.known_columns import KnownColumns
 from privopt.releases.preprocess import LinearBounds
 
@@ -133,20 +128,9 @@ def resolve_partial_bounds(
 
 
 def known_plan(estimator: Any, m: int, known: KnownColumns, mu: float, cap: float) -> tuple:
-    """(coarse, share of mu^2) of the private bounds of the columns whose range is not known,
-    on m rows: the full bounds while QUANTILE_RANK_BUDGET ranks per release fit in
-    FULL_BOUNDS_MAX_SHARE of mu^2, else the coarse ones (as
-    :func:`~privopt.estimators._bounds_ladder.bounds_plan`, counted in the releases left), at
-    least ``preprocess_fraction`` and at most ``cap`` (the share planned from public d, less
-    the screen's). Public quantities and released ones only."""
-    free = int(np.count_nonzero(~known.mask))
-    counted = int(np.count_nonzero(~known.public))
-    t_free, t_counted = known.target is None, not known.target_public
-    full_units = 5 * free + 2 * counted + 2 * int(t_counted) + 3 * int(t_free) + 1
-    need = (QUANTILE_RANK_BUDGET / (m * mu)) ** 2
-    if need * full_units <= FULL_BOUNDS_MAX_SHARE:
-        share = min(max(need * full_units, estimator.preprocess_fraction), MAX_PREPROCESS_SHARE)
-        return False, min(share, cap)
-    coarse_units = 2 * free + 2 * int(t_free) + 1
-    share = min(max(need * coarse_units, estimator.preprocess_fraction), COARSE_MAX_SHARE)
-    return True, min(share, cap)
+    """(coarse, share of mu^2) of the private bounds of the columns whose range is not known
+    (public, or found by the screen), on m rows: :func:`~privopt.estimators._bounds_ladder.
+    bounds_plan` counted in the releases left, at most ``cap`` (the share planned before the
+    screen, less what it found: never more). Public quantities and released ones only."""
+    plan = bounds_plan(estimator, m, known, mu)  # fewer units than planned: never a lower rung
+    return plan.coarse, min(plan.share, cap)

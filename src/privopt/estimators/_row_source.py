@@ -122,6 +122,7 @@ def fit_row_source(est: Any, source: RowSource, sample_weight: Any = None) -> An
     from the fit's generator in the same order, the same releases in the same ledger, with the
     rows gathered by ``source.take`` and the method run by ``source.run_method``."""
     from privopt.estimators._regression_methods import choose_method
+    from privopt.estimators.linear_regression import _CONSTANT
 
     if sample_weight is not None:
         raise ValueError(
@@ -148,7 +149,7 @@ def fit_row_source(est: Any, source: RowSource, sample_weight: Any = None) -> An
     ledger, rng, mu, bounds = est._start_fit(method, d)
     bounds, mu_main, excluded = est._preprocess(method, n, d, bounds, mu, rng, ledger, source.take)
     if est.__dict__.pop("_intercept_only", False):  # too few rows for any feature's bounds
-        est._finish_fit("intercept-only", np.zeros(d + 1), [], {}, [], bounds, ledger)
+        est._finish_fit("intercept-only", np.zeros(d + 1), *_CONSTANT, bounds, ledger)
     else:
         budget = est._method_budget(method, mu_main)
         n_main = n - excluded.size

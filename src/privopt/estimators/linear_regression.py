@@ -14,6 +14,7 @@ from sklearn.utils.validation import check_is_fitted
 from privopt._validate import check_delta_for_rows
 from privopt.accounting import gdp_mu
 from privopt.algorithms.ftrl_sigma import dp_ftrl_sigma, public_clip_constant
+from privopt.algorithms.result import FitTrace
 from privopt.estimators._base import SHARED_CONSTRAINTS, PrivateEstimator, weighted_rows
 from privopt.estimators._bounds_ladder import (  # noqa: F401 (the plan's constants: their earlier home)
     COARSE_MAX_SHARE,
@@ -80,6 +81,8 @@ TIGHTEN_SHARE = 0.05
 MIN_TIGHTEN_ROWS = 500
 #: DP-AMBSSGD's private second moment takes this share of the method's mu^2
 AMBSSGD_MOMENT_SHARE = 0.1
+#: (trace, info, reasons) of the intercept-only model: no method runs
+_CONSTANT = (FitTrace.empty(), {}, [])
 #: uniforms drawn per call when replaying the N secret row labels of earlier versions
 _UNIFORM_BLOCK = 1 << 20
 
@@ -292,16 +295,11 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
                                                            self.fit_intercept)  # fmt: skip
         ledger, rng, mu, bounds = self._start_fit(method, d, users=groups is not None)
         bounds, mu_main, excluded = self._preprocess(
-            method, n, d, bounds, mu, rng, ledger, lambda rows: (X[rows], y[rows])
-        )
+            method, n, d, bounds, mu, rng, ledger, lambda rows: (X[rows], y[rows]),
+            weighted=sample_weight is not None,
+        )  # fmt: skip
         if self.__dict__.pop("_intercept_only", False):  # too few rows for features' bounds
-            if sample_weight is not None:  # (a public decision: N, d, epsilon, delta)
-                raise ValueError(
-                    f"{n} rows are too few for private feature bounds at epsilon="
-                    f"{self.epsilon:g}; the intercept-only fallback takes no sample_weight. "
-                    + PUBLIC_BOUNDS_HINT
-                )
-            return self._finish_fit("intercept-only", np.zeros(d + 1), [], {}, [], bounds, ledger)
+            return self._finish_fit("intercept-only", np.zeros(d + 1), *_CONSTANT, bounds, ledger)
         if groups is not None:  # all rows to AdaSSP; its quality release weighted by user
             self._quality.update(weights=groups.record_weights(), units=groups.num_users)
         keep = np.ones(n, dtype=bool)
@@ -361,8 +359,8 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         quality = self.__dict__.pop("_quality", None)
         self.private_r2_, r2_se = math.nan, math.nan
         note = self.__dict__.pop("_fallback", None)  # the ladder's lower rungs: always warned
-        if method == "intercept-only":  # a constant's R^2 is at most 0: nothing to release
-            self.private_r2_, r2_se = 0.0, 0.0
+        if method == "intercept-only":  # a constant's R^2 is at most 0: a bound, not released
+            self.private_r2_ = 0.0
             warn_if_worse_than_mean(self, method, None, None, quality["n"], 5, note)
         elif quality is not None:  # take, n, mu, rng[, weights, units (N users), partition]
             q, units = dict(quality), quality.get("units", quality["n"])
@@ -379,16 +377,16 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         self.fit_info_.update(private_r2=self.private_r2_, private_r2_se=r2_se)
         return self
 
-    def _preprocess(self, method, n, d, bounds, mu, rng, ledger, take) -> tuple:
+    def _preprocess(self, method, n, d, bounds, mu, rng, ledger, take, weighted=False) -> tuple:
         """:meth:`_bounds_and_budget`, then for a self-calibrating method the held-out slice of
         its quality release (:func:`~privopt.releases.fit_quality.quality_holdout`)."""
-        args = (method, n, d, bounds, mu, rng, ledger, take)
+        args = (method, n, d, bounds, mu, rng, ledger, take, weighted)
         bounds, mu_main, excluded = self._bounds_and_budget(*args)
         if method not in SEQUENTIAL:
             excluded, self._quality = quality_holdout(n, excluded, take, mu, rng)
         return bounds, mu_main, excluded
 
-    def _bounds_and_budget(self, method, n, d, bounds, mu, rng, ledger, take) -> tuple:
+    def _bounds_and_budget(self, method, n, d, bounds, mu, rng, ledger, take, weighted) -> tuple:
         """The method's bounds and GDP budget, and the rows it must not read: (bounds, mu_main,
         excluded), the same draws from ``rng`` in the same order in memory and on Dask.
 
@@ -423,13 +421,23 @@ class DPLinearRegression(RegressorMixin, PrivateBoundsMixin, PrivateEstimator):
         if method in SEQUENTIAL:
             # private quantiles on a secret subset, sharing the rows (and the budget, in exact
             # GDP) with the method: mu^2 = mu_pre^2 + mu_main^2
-            m = min(n, QUANTILE_ROWS)
-            plan = bounds_plan(self, m, d, mu)  # the ladder: full, coarse, intercept-only
+            m = min(n, QUANTILE_ROWS)  # the ladder: full, coarse, intercept-only (public)
+            plan = bounds_plan(self, m, known, mu, refuse=m == n)
+            if plan is None or (plan.fallback is not None and m < n):  # then every row counts
+                m, plan = n, bounds_plan(self, n, known, mu)
             self._fallback = plan.fallback
+            if plan.kind == "intercept-only" and weighted:  # a public decision: nothing spent
+                raise ValueError(
+                    f"{n} rows are too few for private feature bounds at epsilon="
+                    f"{self.epsilon:g}; the intercept-only fallback takes no sample_weight. "
+                    + PUBLIC_BOUNDS_HINT
+                )
             Xs, ys = take(np.sort(rng.choice(n, m, replace=False)) if m < n else np.arange(n))
             if plan.kind == "intercept-only":  # no feature's bounds: the fit is these releases
                 mu = math.hypot(mu, self._quality["mu"])  # (the quality's too: R^2 <= 0)
-                bounds = intercept_only_bounds(ys, np.arange(m), d, mu=mu, rng=rng, ledger=ledger)
+                bounds = intercept_only_bounds(
+                    ys, np.arange(m), d, mu=mu, rng=rng, ledger=ledger, target=known.target
+                )
                 self._intercept_only = True
                 return bounds, 0.0, none
             coarse, share = plan.coarse, plan.share

@@ -329,6 +329,7 @@ def intercept_only_bounds(
     rng: np.random.Generator,
     ledger: PrivacyLedger,
     partition: object = None,
+    target: tuple[float, float] | None = None,
 ) -> LinearBounds:
     """The intercept-only model's releases, for rows too few for any feature's bounds.
 
@@ -338,23 +339,28 @@ def intercept_only_bounds(
     the public m (sensitivity T / m under zero-out, 2 T / m under replace-one). The returned
     bounds centre the target at ``c`` plus that mean and drop every feature (infinite scale:
     coefficient 0), so that the model fitted on them with w = 0 is the intercept-only model
-    (its intercept the centre); the feature columns are never read.
+    (its intercept the centre); the feature columns are never read. A known target range
+    ``target`` = (low, high) gives c and T ((low + high) / 2, (high - low) / 2) with no
+    release, and the mean takes all of mu.
     """
     mu = check_positive("mu", mu)
     rows = np.asarray(rows)
     m = check_count("preprocessing rows", rows.size, minimum=2)
-    mu_median, mu_spread, mu_mean = (mu * math.sqrt(s) for s in INTERCEPT_ONLY_SHARES)
-    target = np.asarray(y[rows], dtype=float)
-    releases = _ColumnReleases(m, rng, ledger, partition)
-    centre, scale = releases.column(target, mu_median, "the target", spread_budget=mu_spread)
-    radius = COARSE_TARGET_SIGMAS * (scale if scale > 0.0 else 1.0)
+    values = np.asarray(y[rows], dtype=float)
+    if target is not None:
+        centre, radius, mu_mean = (target[0] + target[1]) / 2.0, (target[1] - target[0]) / 2.0, mu
+    else:
+        mu_median, mu_spread, mu_mean = (mu * math.sqrt(s) for s in INTERCEPT_ONLY_SHARES)
+        releases = _ColumnReleases(m, rng, ledger, partition)
+        centre, scale = releases.column(values, mu_median, "the target", spread_budget=mu_spread)
+        radius = COARSE_TARGET_SIGMAS * (scale if scale > 0.0 else 1.0)
     sensitivity = ledger.neighbouring.contribution_factor * radius / m
     std = gaussian_release_std(sensitivity, mu_mean)
     ledger.record(
         GaussianEvent(sensitivity, std, label="private clipped mean of the target"),
         partition=partition,
     )
-    mean = float(np.clip(target - centre, -radius, radius).sum() / m + gaussian_noise(rng, std))
+    mean = float(np.clip(values - centre, -radius, radius).sum() / m + gaussian_noise(rng, std))
     return LinearBounds(
         x_center=np.zeros(n_features),
         y_center=centre + mean,
